@@ -1,0 +1,228 @@
+//! The blocking pool: threads for `spawn_blocking`, started on demand up to a bound and retired
+//! after an idle timeout.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::io;
+use std::panic::Location;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock, Weak};
+use std::task::{Context, Poll};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::context;
+use crate::runtime::Handle;
+use crate::task::{self, Header, Id, JoinHandle, Schedule, Task};
+use crate::worker::Shared;
+
+pub(crate) struct Pool {
+    state: Mutex<State>,
+    /// Idle threads wait here for work.
+    work: Condvar,
+    /// Shutdown waits here for threads to exit.
+    exited: Condvar,
+    max_threads: usize,
+    keep_alive: Duration,
+    thread_name: String,
+    stack_size: Option<usize>,
+    /// The runtime whose context pool threads enter.
+    runtime: OnceLock<Weak<Shared>>,
+}
+
+#[derive(Default)]
+struct State {
+    queue: VecDeque<Task>,
+    num_threads: usize,
+    num_idle: usize,
+    /// Wake-ups sent to idle threads and not yet consumed.
+    num_notify: usize,
+    shutdown: bool,
+    next_id: usize,
+    threads: Vec<thread::JoinHandle<()>>,
+}
+
+/// A closure run as a task on the pool.
+struct BlockingTask<F>(Option<F>);
+
+impl<F> Unpin for BlockingTask<F> {}
+
+impl<F: FnOnce() -> R, R> Future for BlockingTask<F> {
+    type Output = R;
+
+    fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<R> {
+        let f = self.0.take().expect("a blocking task is polled once");
+        Poll::Ready(weir_reactor::coop::unconstrained(f))
+    }
+}
+
+impl Pool {
+    pub(crate) fn new(
+        max_threads: usize,
+        keep_alive: Duration,
+        thread_name: String,
+        stack_size: Option<usize>,
+    ) -> Arc<Pool> {
+        Arc::new(Pool {
+            state: Mutex::new(State::default()),
+            work: Condvar::new(),
+            exited: Condvar::new(),
+            max_threads,
+            keep_alive,
+            thread_name,
+            stack_size,
+            runtime: OnceLock::new(),
+        })
+    }
+
+    pub(crate) fn set_runtime(&self, shared: &Arc<Shared>) {
+        let _ = self.runtime.set(Arc::downgrade(shared));
+    }
+
+    pub(crate) fn spawn<F, R>(
+        self: &Arc<Self>,
+        f: F,
+        location: &'static Location<'static>,
+    ) -> JoinHandle<R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        let id = Id::next();
+        let (task, join) = task::new_task(BlockingTask(Some(f)), self.clone(), id, None, location);
+        tracing::trace!(target: "weir::task", task_id = id.as_u64(), location = %location, "spawn_blocking");
+        self.schedule(task, false);
+        JoinHandle::new(join)
+    }
+
+    fn spawn_thread(self: &Arc<Self>, state: &mut State) -> io::Result<()> {
+        let id = state.next_id;
+        state.next_id += 1;
+        let mut b = thread::Builder::new().name(format!("{}-blocking-{id}", self.thread_name));
+        if let Some(s) = self.stack_size {
+            b = b.stack_size(s);
+        }
+        let pool = self.clone();
+        let h = b.spawn(move || pool.thread_main())?;
+        state.threads.retain(|t| !t.is_finished());
+        state.threads.push(h);
+        Ok(())
+    }
+
+    fn thread_main(self: Arc<Self>) {
+        let handle = self
+            .runtime
+            .get()
+            .and_then(Weak::upgrade)
+            .map(|shared| Handle { shared });
+        let _enter = handle.map(|h| {
+            let reactor = h.shared.pick_reactor().enter();
+            context::enter(h, Some(reactor))
+        });
+        let mut s = self.state.lock();
+        'outer: loop {
+            while let Some(task) = s.queue.pop_front() {
+                drop(s);
+                task.run();
+                s = self.state.lock();
+            }
+            if s.shutdown {
+                break;
+            }
+            s.num_idle += 1;
+            loop {
+                let timed_out = self.work.wait_for(&mut s, self.keep_alive).timed_out();
+                if s.num_notify > 0 {
+                    s.num_notify -= 1;
+                    s.num_idle -= 1;
+                    continue 'outer;
+                }
+                if s.shutdown || (timed_out && s.queue.is_empty()) {
+                    s.num_idle -= 1;
+                    break 'outer;
+                }
+            }
+        }
+        s.num_threads -= 1;
+        drop(s);
+        self.exited.notify_all();
+    }
+
+    /// Stops the pool: queued closures are cancelled, running ones are waited for until
+    /// `deadline` (forever if `None`), then finished threads are joined.
+    pub(crate) fn shutdown(&self, deadline: Option<Instant>) {
+        let queued = {
+            let mut s = self.state.lock();
+            s.shutdown = true;
+            std::mem::take(&mut s.queue)
+        };
+        self.work.notify_all();
+        for t in queued {
+            t.shutdown();
+        }
+        let mut s = self.state.lock();
+        while s.num_threads > 0 {
+            match deadline {
+                Some(d) => {
+                    if self.exited.wait_until(&mut s, d).timed_out() {
+                        break;
+                    }
+                }
+                None => self.exited.wait(&mut s),
+            }
+        }
+        let threads = std::mem::take(&mut s.threads);
+        let all_exited = s.num_threads == 0;
+        drop(s);
+        for t in threads {
+            if all_exited || t.is_finished() {
+                let _ = t.join();
+            }
+        }
+    }
+
+    pub(crate) fn num_threads(&self) -> usize {
+        self.state.lock().num_threads
+    }
+
+    pub(crate) fn num_idle(&self) -> usize {
+        let s = self.state.lock();
+        s.num_idle - s.num_notify
+    }
+
+    pub(crate) fn queue_depth(&self) -> usize {
+        self.state.lock().queue.len()
+    }
+}
+
+impl Schedule for Arc<Pool> {
+    fn schedule(&self, task: Task, _yielded: bool) {
+        let mut s = self.state.lock();
+        if s.shutdown {
+            drop(s);
+            task.shutdown();
+            return;
+        }
+        s.queue.push_back(task);
+        if s.num_idle > s.num_notify {
+            s.num_notify += 1;
+            drop(s);
+            self.work.notify_one();
+        } else if s.num_threads < self.max_threads {
+            s.num_threads += 1;
+            if let Err(e) = self.spawn_thread(&mut s) {
+                s.num_threads -= 1;
+                tracing::error!(
+                    target: "weir::task",
+                    error = %e,
+                    threads = s.num_threads,
+                    "failed to start a blocking-pool thread; the closure waits for a running one"
+                );
+            }
+        }
+    }
+
+    fn release(&self, _header: &Header) {}
+}

@@ -1,0 +1,393 @@
+//! [`Builder`]: configures and builds a [`Runtime`].
+
+use std::fmt;
+use std::io;
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use weir_reactor::{Backend, Driver, MinWait};
+
+use crate::blocking;
+use crate::config::Config;
+use crate::context;
+use crate::runtime::{Alive, Flavor, Handle, Runtime};
+use crate::worker::{self, Shared};
+
+/// Most workers a runtime may have.
+pub const MAX_WORKERS: usize = 1024;
+/// Largest min_wait window: every event may wait up to this long.
+pub const MAX_MIN_WAIT: Duration = Duration::from_millis(100);
+/// Longest busy-poll spin.
+pub const MAX_BUSY_POLL: Duration = Duration::from_secs(1);
+/// Smallest worker stack.
+pub const MIN_STACK_SIZE: usize = 64 * 1024;
+
+/// Builds a [`Runtime`] with custom settings.
+///
+/// ```
+/// use std::time::Duration;
+/// let rt = weir_executor::Builder::new_multi_thread()
+///     .workers(2)
+///     .min_wait(Duration::from_micros(200))
+///     .busy_poll(Duration::from_micros(50))
+///     .build()?;
+/// assert_eq!(rt.block_on(async { 1 + 1 }), 2);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+///
+/// Invalid values are reported by [`build`](Self::build) as `InvalidInput` errors that name the
+/// setting and the value.
+#[derive(Clone)]
+pub struct Builder {
+    flavor: Flavor,
+    workers: Option<usize>,
+    min_wait: MinWait,
+    busy_poll: Duration,
+    backend: Backend,
+    thread_name: String,
+    thread_stack_size: Option<usize>,
+    event_interval: u32,
+    global_queue_interval: u32,
+    max_blocking_threads: usize,
+    blocking_keep_alive: Duration,
+    max_events: usize,
+    epoll_pwait2: bool,
+    lifo_slot: bool,
+}
+
+impl Builder {
+    fn new(flavor: Flavor) -> Builder {
+        Builder {
+            flavor,
+            workers: None,
+            min_wait: MinWait::Off,
+            busy_poll: Duration::ZERO,
+            backend: Backend::default(),
+            thread_name: "weir".to_string(),
+            thread_stack_size: None,
+            event_interval: 61,
+            global_queue_interval: 31,
+            max_blocking_threads: 512,
+            blocking_keep_alive: Duration::from_secs(10),
+            max_events: 1024,
+            epoll_pwait2: true,
+            lifo_slot: true,
+        }
+    }
+
+    /// A runtime with `workers` threads (default: available parallelism), each owning a reactor.
+    pub fn new_multi_thread() -> Builder {
+        Builder::new(Flavor::MultiThread)
+    }
+
+    /// A runtime that runs everything on the thread calling `block_on` (tests, embedding).
+    pub fn new_current_thread() -> Builder {
+        Builder::new(Flavor::CurrentThread)
+    }
+
+    /// Number of workers (multi-thread flavour). Must be 1..=[`MAX_WORKERS`].
+    pub fn workers(&mut self, n: usize) -> &mut Builder {
+        self.workers = Some(n);
+        self
+    }
+
+    /// Alias of [`workers`](Self::workers), for code written for tokio.
+    pub fn worker_threads(&mut self, n: usize) -> &mut Builder {
+        self.workers(n)
+    }
+
+    /// The min_wait window of every worker's blocking waits (`Duration::ZERO` turns it off).
+    /// At most [`MAX_MIN_WAIT`]. See [`weir_reactor::min_wait`].
+    pub fn min_wait(&mut self, d: Duration) -> &mut Builder {
+        self.min_wait = MinWait::from(d);
+        self
+    }
+
+    /// An adaptive min_wait window of up to `max`, open only at medium load.
+    pub fn min_wait_adaptive(&mut self, max: Duration) -> &mut Builder {
+        self.min_wait = MinWait::Adaptive { max };
+        self
+    }
+
+    /// Sets the min_wait policy directly.
+    pub fn min_wait_policy(&mut self, policy: MinWait) -> &mut Builder {
+        self.min_wait = policy;
+        self
+    }
+
+    /// How long a worker that ran out of work spins (polling its reactor without blocking,
+    /// checking queues, stealing) before it parks. Default: zero (park at once). At most
+    /// [`MAX_BUSY_POLL`].
+    pub fn busy_poll(&mut self, d: Duration) -> &mut Builder {
+        self.busy_poll = d;
+        self
+    }
+
+    /// The reactor backend (default: epoll on Linux).
+    pub fn backend(&mut self, backend: Backend) -> &mut Builder {
+        self.backend = backend;
+        self
+    }
+
+    /// Prefix of thread names: `{name}-worker-{i}` and `{name}-blocking-{n}`. Default `weir`.
+    pub fn thread_name(&mut self, name: impl Into<String>) -> &mut Builder {
+        self.thread_name = name.into();
+        self
+    }
+
+    /// Stack size of worker and blocking threads; at least [`MIN_STACK_SIZE`].
+    pub fn thread_stack_size(&mut self, bytes: usize) -> &mut Builder {
+        self.thread_stack_size = Some(bytes);
+        self
+    }
+
+    /// Task polls between two non-blocking polls of a busy worker's reactor (default 61), so
+    /// I/O and timers make progress while tasks keep the worker busy.
+    pub fn event_interval(&mut self, polls: u32) -> &mut Builder {
+        self.event_interval = polls;
+        self
+    }
+
+    /// Task polls between two looks at the global inject queue ahead of the local queue
+    /// (default 31), so tasks woken from outside cannot be starved by local ones.
+    pub fn global_queue_interval(&mut self, polls: u32) -> &mut Builder {
+        self.global_queue_interval = polls;
+        self
+    }
+
+    /// Most threads of the blocking pool (default 512).
+    pub fn max_blocking_threads(&mut self, n: usize) -> &mut Builder {
+        self.max_blocking_threads = n;
+        self
+    }
+
+    /// How long an idle blocking-pool thread lives (default 10 s).
+    pub fn thread_keep_alive(&mut self, d: Duration) -> &mut Builder {
+        self.blocking_keep_alive = d;
+        self
+    }
+
+    /// Events one reactor wait collects at most (`maxevents`, default 1024).
+    pub fn max_events(&mut self, n: usize) -> &mut Builder {
+        self.max_events = n;
+        self
+    }
+
+    /// Uses `epoll_wait` (millisecond timeouts) even where `epoll_pwait2` exists — the fallback
+    /// path of kernels before 5.11, selectable so it can be tested.
+    pub fn disable_epoll_pwait2(&mut self) -> &mut Builder {
+        self.epoll_pwait2 = false;
+        self
+    }
+
+    /// Disables the LIFO slot: every woken task goes to the back of the local queue.
+    pub fn disable_lifo_slot(&mut self) -> &mut Builder {
+        self.lifo_slot = false;
+        self
+    }
+
+    /// No-op, for code written for tokio: I/O and timers are always enabled.
+    pub fn enable_all(&mut self) -> &mut Builder {
+        self
+    }
+
+    /// No-op, for code written for tokio.
+    pub fn enable_io(&mut self) -> &mut Builder {
+        self
+    }
+
+    /// No-op, for code written for tokio.
+    pub fn enable_time(&mut self) -> &mut Builder {
+        self
+    }
+
+    fn validate(&self) -> io::Result<usize> {
+        fn bad(msg: String) -> io::Error {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("invalid weir runtime configuration: {msg}"),
+            )
+        }
+        let workers = match self.flavor {
+            Flavor::CurrentThread => {
+                if let Some(n) = self.workers
+                    && n != 1
+                {
+                    return Err(bad(format!(
+                        "workers = {n}: a current-thread runtime has exactly 1 worker \
+                         (use Builder::new_multi_thread for more)"
+                    )));
+                }
+                1
+            }
+            Flavor::MultiThread => match self.workers {
+                Some(n) if n == 0 || n > MAX_WORKERS => {
+                    return Err(bad(format!(
+                        "workers = {n}: must be between 1 and {MAX_WORKERS}"
+                    )));
+                }
+                Some(n) => n,
+                None => thread::available_parallelism().map_or(1, |n| n.get()),
+            },
+        };
+        let mw = self.min_wait.max_window();
+        if mw > MAX_MIN_WAIT {
+            return Err(bad(format!(
+                "min_wait = {mw:?}: must be at most {MAX_MIN_WAIT:?} (every event may wait up to \
+                 min_wait before its task runs)"
+            )));
+        }
+        if let MinWait::Adaptive { max } = self.min_wait
+            && max.is_zero()
+        {
+            return Err(bad(
+                "min_wait_adaptive max = 0ns: must be greater than zero".to_string(),
+            ));
+        }
+        if self.busy_poll > MAX_BUSY_POLL {
+            return Err(bad(format!(
+                "busy_poll = {:?}: must be at most {MAX_BUSY_POLL:?}",
+                self.busy_poll
+            )));
+        }
+        if self.event_interval == 0 {
+            return Err(bad("event_interval = 0: must be at least 1".to_string()));
+        }
+        if self.global_queue_interval == 0 {
+            return Err(bad(
+                "global_queue_interval = 0: must be at least 1".to_string()
+            ));
+        }
+        if self.max_blocking_threads == 0 {
+            return Err(bad(
+                "max_blocking_threads = 0: must be at least 1".to_string()
+            ));
+        }
+        if self.max_events == 0 || self.max_events > weir_reactor::MAX_EVENTS_LIMIT {
+            return Err(bad(format!(
+                "max_events = {}: must be between 1 and {}",
+                self.max_events,
+                weir_reactor::MAX_EVENTS_LIMIT
+            )));
+        }
+        if let Some(s) = self.thread_stack_size
+            && s < MIN_STACK_SIZE
+        {
+            return Err(bad(format!(
+                "thread_stack_size = {s}: must be at least {MIN_STACK_SIZE} bytes"
+            )));
+        }
+        if self.thread_name.contains('\0') {
+            return Err(bad(format!(
+                "thread_name = {:?}: must not contain NUL bytes",
+                self.thread_name
+            )));
+        }
+        Ok(workers)
+    }
+
+    /// Builds the runtime: one reactor per worker, then (multi-thread) the worker threads.
+    ///
+    /// # Errors
+    /// `InvalidInput` naming the bad setting and value (0 workers, a min_wait above
+    /// [`MAX_MIN_WAIT`], …); the OS error when an epoll instance, eventfd or thread cannot be
+    /// created.
+    pub fn build(&mut self) -> io::Result<Runtime> {
+        let workers = self.validate()?;
+        let drivers = (0..workers)
+            .map(|index| {
+                Driver::new(&weir_reactor::Config {
+                    backend: self.backend,
+                    min_wait: self.min_wait,
+                    max_events: self.max_events,
+                    epoll_pwait2: self.epoll_pwait2,
+                    index,
+                })
+            })
+            .collect::<io::Result<Vec<_>>>()?;
+        let pool = blocking::Pool::new(
+            self.max_blocking_threads,
+            self.blocking_keep_alive,
+            self.thread_name.clone(),
+            self.thread_stack_size,
+        );
+        let config = Config {
+            event_interval: self.event_interval,
+            global_queue_interval: self.global_queue_interval,
+            busy_poll: self.busy_poll,
+            lifo_slot: self.lifo_slot,
+        };
+        let current = self.flavor == Flavor::CurrentThread;
+        let (shared, cores) = Shared::new(config, drivers, pool.clone(), current);
+        pool.set_runtime(&shared);
+        let alive = Arc::new(Alive::default());
+        if current {
+            shared.idle_cores.lock().extend(cores);
+            return Ok(Runtime::from_parts(shared, self.flavor, Vec::new(), alive));
+        }
+        let mut threads = Vec::with_capacity(workers);
+        for core in cores {
+            let index = core.index;
+            let mut b = thread::Builder::new().name(format!("{}-worker-{index}", self.thread_name));
+            if let Some(s) = self.thread_stack_size {
+                b = b.stack_size(s);
+            }
+            let (shared2, alive2) = (shared.clone(), alive.clone());
+            alive.started();
+            match b.spawn(move || worker_thread(shared2, core, alive2)) {
+                Ok(h) => threads.push(h),
+                Err(e) => {
+                    alive.exited();
+                    // Dropping the runtime stops the workers already started.
+                    drop(Runtime::from_parts(shared, self.flavor, threads, alive));
+                    return Err(e);
+                }
+            }
+        }
+        Ok(Runtime::from_parts(shared, self.flavor, threads, alive))
+    }
+}
+
+struct ExitGuard(Arc<Alive>);
+
+impl Drop for ExitGuard {
+    fn drop(&mut self) {
+        self.0.exited();
+    }
+}
+
+fn worker_thread(
+    shared: Arc<Shared>,
+    core: Box<worker::Core>,
+    alive: Arc<Alive>,
+) -> Box<worker::Core> {
+    let _exit = ExitGuard(alive);
+    if let Err(e) = weir_reactor::thread::set_timer_slack(1) {
+        tracing::warn!(target: "weir::worker", error = %e, "could not set timer slack; timers may be late");
+    }
+    let _enter = context::enter(
+        Handle {
+            shared: shared.clone(),
+        },
+        None,
+    );
+    let (mut core, _) = worker::run::<std::future::Pending<()>>(&shared, core, None);
+    worker::shutdown_core(&shared, &mut core);
+    core
+}
+
+impl fmt::Debug for Builder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("flavor", &self.flavor)
+            .field("workers", &self.workers)
+            .field("min_wait", &self.min_wait)
+            .field("busy_poll", &self.busy_poll)
+            .field("backend", &self.backend)
+            .field("thread_name", &self.thread_name)
+            .field("event_interval", &self.event_interval)
+            .field("global_queue_interval", &self.global_queue_interval)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,89 @@
+//! The global injection queue: tasks spawned or woken from outside a worker, and the overflow
+//! of local queues. A mutex-protected deque with an atomic length so emptiness checks take no
+//! lock.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering::{Acquire, Release, SeqCst};
+
+use crate::loom::{AtomicUsize, Mutex};
+use crate::queue::{Local, Overflow};
+
+pub(crate) struct Inject<T> {
+    queue: Mutex<VecDeque<T>>,
+    len: AtomicUsize,
+}
+
+impl<T> Inject<T> {
+    pub(crate) fn new() -> Inject<T> {
+        Inject {
+            queue: Mutex::new(VecDeque::new()),
+            len: AtomicUsize::new(0),
+        }
+    }
+
+    /// Queued values. `SeqCst` so a worker that registered as sleeping and then reads an empty
+    /// queue is ordered after any push whose pusher then found no sleeper (see `worker/idle.rs`).
+    pub(crate) fn len(&self) -> usize {
+        self.len.load(SeqCst)
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub(crate) fn push(&self, value: T) {
+        let mut q = self.queue.lock();
+        q.push_back(value);
+        self.len.store(q.len(), SeqCst);
+    }
+
+    pub(crate) fn pop(&self) -> Option<T> {
+        if self.len.load(Acquire) == 0 {
+            return None;
+        }
+        let mut q = self.queue.lock();
+        let v = q.pop_front();
+        self.len.store(q.len(), Release);
+        v
+    }
+
+    /// Moves up to `max` values into `dst` and returns one more to run, or `None` if empty.
+    pub(crate) fn pop_batch_into(&self, max: usize, dst: &mut Local<T>) -> Option<T> {
+        if self.len.load(Acquire) == 0 {
+            return None;
+        }
+        let mut q = self.queue.lock();
+        let first = q.pop_front()?;
+        let n = max.min(q.len()).min(dst.remaining());
+        for _ in 0..n {
+            let v = q.pop_front().expect("counted");
+            // `n <= remaining`, so this never overflows back into us.
+            dst.push_back(v, &NoOverflow);
+        }
+        self.len.store(q.len(), Release);
+        Some(first)
+    }
+
+    /// Takes everything (shutdown).
+    pub(crate) fn drain(&self) -> Vec<T> {
+        let mut q = self.queue.lock();
+        self.len.store(0, Release);
+        q.drain(..).collect()
+    }
+}
+
+impl<T> Overflow<T> for Inject<T> {
+    fn push_batch(&self, batch: impl Iterator<Item = T>) {
+        let mut q = self.queue.lock();
+        q.extend(batch);
+        self.len.store(q.len(), SeqCst);
+    }
+}
+
+struct NoOverflow;
+
+impl<T> Overflow<T> for NoOverflow {
+    fn push_batch(&self, _batch: impl Iterator<Item = T>) {
+        unreachable!("pop_batch_into pushes no more than the room left");
+    }
+}

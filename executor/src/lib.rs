@@ -1,0 +1,113 @@
+//! weir's executor: tasks, run queues, workers that each own a reactor, spin-then-park, the
+//! blocking pool.
+//!
+//! # How it works
+//!
+//! A runtime has N workers. Each worker owns one reactor ([`weir_reactor::Driver`]) and drives
+//! it itself whenever it has nothing else to do, so readiness delivered by worker A's epoll wakes
+//! tasks *on A*: the waker runs on A's thread and queues the task in A's local queue.
+//!
+//! * **Tasks** (`task/`): one allocation each (`Arc` of header + future/output stage + join
+//!   waker), an atomic state machine (`task/state.rs`), panics caught into [`JoinError`].
+//! * **Queues**: a bounded local ring per worker (`queue.rs`; the owner pushes and pops, idle
+//!   workers steal half), a LIFO slot for the task a running task just woke, a pinned queue for
+//!   `spawn_local` tasks, and a global inject queue (`inject.rs`).
+//! * **Workers** (`worker/`): the loop, fairness intervals, stealing, and spin-then-park
+//!   (`worker/park.rs`); the sleep/wake protocol is in `worker/idle.rs`.
+//! * **Blocking pool** (`blocking.rs`): bounded, threads retire after an idle timeout.
+//!
+//! The concurrency primitives (run queue, task state + waker + join, idle/park protocol) are
+//! model-checked with loom: `RUSTFLAGS="--cfg loom" cargo test -p weir-executor --lib --release`.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+mod blocking;
+mod builder;
+mod config;
+mod context;
+mod inject;
+mod loom;
+mod metrics;
+mod queue;
+mod runtime;
+pub mod task;
+mod worker;
+
+use std::future::Future;
+use std::panic::Location;
+
+pub use builder::{Builder, MAX_BUSY_POLL, MAX_MIN_WAIT, MAX_WORKERS, MIN_STACK_SIZE};
+pub use context::EnterGuard;
+pub use metrics::{RuntimeMetrics, WorkerStats};
+pub use runtime::{Handle, Runtime, TryCurrentError};
+pub use task::{AbortHandle, JoinError, JoinHandle};
+
+/// Spawns a task onto the current runtime.
+///
+/// From a worker thread the task goes to that worker's local queue (idle workers may steal
+/// it); from elsewhere it goes to the inject queue and wakes a sleeping worker.
+///
+/// # Panics
+/// Outside a weir runtime.
+#[track_caller]
+pub fn spawn<F>(future: F) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let location = Location::caller();
+    context::with_current(|h| match h {
+        Some(h) => h.shared.spawn(future, None, location),
+        None => panic!(
+            "weir::spawn called outside a weir runtime: call it from a task, inside \
+             `Runtime::block_on`, or after `Runtime::enter`"
+        ),
+    })
+}
+
+/// Spawns a `!Send` task pinned to the current worker: it is only ever polled (and dropped) on
+/// this thread.
+///
+/// # Panics
+/// When the current thread is not a weir worker: call it from a task, or inside a
+/// current-thread runtime's `block_on`.
+#[track_caller]
+pub fn spawn_local<F>(future: F) -> JoinHandle<F::Output>
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    worker::spawn_local(future, Location::caller())
+}
+
+/// Runs a blocking closure on the current runtime's blocking pool.
+///
+/// The pool starts threads on demand (up to
+/// [`max_blocking_threads`](Builder::max_blocking_threads)) and retires them after
+/// [`thread_keep_alive`](Builder::thread_keep_alive) of idleness. Aborting the handle cancels
+/// the closure only if it has not started.
+///
+/// # Panics
+/// Outside a weir runtime.
+#[track_caller]
+pub fn spawn_blocking<F, R>(f: F) -> JoinHandle<R>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    let location = Location::caller();
+    context::with_current(|h| match h {
+        Some(h) => h.shared.blocking.spawn(f, location),
+        None => panic!(
+            "weir::spawn_blocking called outside a weir runtime: call it from a task, inside \
+             `Runtime::block_on`, or after `Runtime::enter`"
+        ),
+    })
+}
+
+/// The index of the worker running the current task, or `None` off the workers (e.g. in a
+/// multi-thread runtime's `block_on` future or on the blocking pool).
+pub fn current_worker_index() -> Option<usize> {
+    worker::current_index()
+}

@@ -1,0 +1,131 @@
+//! Runtime metrics: per-worker executor counters plus each worker's reactor counters.
+
+use std::fmt;
+use std::sync::Arc;
+
+use weir_reactor::ReactorStats;
+use weir_reactor::metrics::Counter;
+
+use crate::worker::Shared;
+
+/// Executor counters of one worker (written by that worker only).
+#[derive(Debug, Default)]
+pub(crate) struct WorkerMetrics {
+    pub(crate) polls: Counter,
+    pub(crate) steals: Counter,
+    pub(crate) stolen_tasks: Counter,
+    pub(crate) spins_found: Counter,
+    pub(crate) spins_gave_up: Counter,
+    pub(crate) parks: Counter,
+    pub(crate) overflows: Counter,
+    pub(crate) lifo_polls: Counter,
+}
+
+/// A handle to a runtime's metrics; every call reads the live counters.
+#[derive(Clone)]
+pub struct RuntimeMetrics {
+    pub(crate) shared: Arc<Shared>,
+}
+
+/// A snapshot of one worker's counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WorkerStats {
+    /// Task polls.
+    pub polls: u64,
+    /// Successful steal operations (each took half of another worker's queue).
+    pub steals: u64,
+    /// Tasks taken by those steals.
+    pub stolen_tasks: u64,
+    /// Spin phases (busy_poll) that found work before the deadline.
+    pub spins_found: u64,
+    /// Spin phases that found nothing and fell through to parking.
+    pub spins_gave_up: u64,
+    /// Times the worker blocked in its reactor.
+    pub parks: u64,
+    /// Local queue overflows (half the queue moved to the inject queue).
+    pub overflows: u64,
+    /// Polls taken from the LIFO slot.
+    pub lifo_polls: u64,
+    /// Tasks in the local queue right now.
+    pub local_queue_depth: u64,
+    /// The worker's reactor: waits, events per wait, min_wait windows, timers, wake-ups.
+    pub reactor: ReactorStats,
+}
+
+impl RuntimeMetrics {
+    /// Number of workers.
+    pub fn num_workers(&self) -> usize {
+        self.shared.remotes.len()
+    }
+
+    /// Counters of worker `index`.
+    ///
+    /// # Panics
+    /// If `index >= num_workers()`.
+    pub fn worker(&self, index: usize) -> WorkerStats {
+        let r = &self.shared.remotes[index];
+        let m = &r.metrics;
+        WorkerStats {
+            polls: m.polls.get(),
+            steals: m.steals.get(),
+            stolen_tasks: m.stolen_tasks.get(),
+            spins_found: m.spins_found.get(),
+            spins_gave_up: m.spins_gave_up.get(),
+            parks: m.parks.get(),
+            overflows: m.overflows.get(),
+            lifo_polls: m.lifo_polls.get(),
+            local_queue_depth: r.steal.len() as u64,
+            reactor: r.reactor.stats(),
+        }
+    }
+
+    /// Counters of every worker.
+    pub fn workers(&self) -> Vec<WorkerStats> {
+        (0..self.num_workers()).map(|i| self.worker(i)).collect()
+    }
+
+    /// Tasks spawned and not yet completed.
+    pub fn num_alive_tasks(&self) -> usize {
+        self.shared.owned.len()
+    }
+
+    /// Tasks in the global inject queue.
+    pub fn injection_queue_depth(&self) -> usize {
+        self.shared.inject.len()
+    }
+
+    /// Workers currently searching for work to steal.
+    pub fn num_searching_workers(&self) -> usize {
+        self.shared.idle.num_searching()
+    }
+
+    /// Workers currently sleeping in their reactor.
+    pub fn num_sleeping_workers(&self) -> usize {
+        self.shared.idle.num_sleeping()
+    }
+
+    /// Threads of the blocking pool.
+    pub fn num_blocking_threads(&self) -> usize {
+        self.shared.blocking.num_threads()
+    }
+
+    /// Idle threads of the blocking pool.
+    pub fn num_idle_blocking_threads(&self) -> usize {
+        self.shared.blocking.num_idle()
+    }
+
+    /// Closures waiting for a blocking-pool thread.
+    pub fn blocking_queue_depth(&self) -> usize {
+        self.shared.blocking.queue_depth()
+    }
+}
+
+impl fmt::Debug for RuntimeMetrics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RuntimeMetrics")
+            .field("workers", &self.workers())
+            .field("alive_tasks", &self.num_alive_tasks())
+            .finish()
+    }
+}

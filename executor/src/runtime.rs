@@ -1,0 +1,391 @@
+//! [`Runtime`] and its [`Handle`].
+
+use std::fmt;
+use std::future::Future;
+use std::panic::Location;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+use weir_reactor::coop;
+
+use crate::context::{self, EnterGuard};
+use crate::metrics::RuntimeMetrics;
+use crate::task::JoinHandle;
+use crate::worker::{self, Core, Shared};
+
+/// Which scheduler a runtime runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Flavor {
+    CurrentThread,
+    MultiThread,
+}
+
+/// Worker threads still running, so shutdown can wait for them with a deadline.
+#[derive(Default)]
+pub(crate) struct Alive {
+    count: Mutex<usize>,
+    cv: Condvar,
+}
+
+impl Alive {
+    pub(crate) fn started(&self) {
+        *self.count.lock() += 1;
+    }
+    pub(crate) fn exited(&self) {
+        *self.count.lock() -= 1;
+        self.cv.notify_all();
+    }
+    /// Waits until every worker exited or `deadline` passed; `true` if all exited.
+    fn wait(&self, deadline: Option<Instant>) -> bool {
+        let mut c = self.count.lock();
+        while *c > 0 {
+            match deadline {
+                Some(d) => {
+                    if self.cv.wait_until(&mut c, d).timed_out() {
+                        return *c == 0;
+                    }
+                }
+                None => self.cv.wait(&mut c),
+            }
+        }
+        true
+    }
+}
+
+/// A weir runtime: workers (each with its own reactor), a blocking pool, timers.
+///
+/// Build one with [`Builder`](crate::Builder) or [`Runtime::new`], or let `#[weir::main]` do it.
+/// Dropping the runtime shuts it down: workers stop, every task that has not completed is
+/// cancelled (its future is dropped), the blocking pool is drained, and the runtime's epoll fds,
+/// eventfds and threads are released. Dropping waits for running tasks to reach their next
+/// `.await` and for running blocking closures; use [`shutdown_timeout`](Self::shutdown_timeout)
+/// to bound the wait.
+pub struct Runtime {
+    handle: Handle,
+    flavor: Flavor,
+    threads: Vec<thread::JoinHandle<Box<Core>>>,
+    alive: Arc<Alive>,
+    done: bool,
+}
+
+/// A cheap, cloneable reference to a runtime: spawn onto it, enter it, read its metrics.
+#[derive(Clone)]
+pub struct Handle {
+    pub(crate) shared: Arc<Shared>,
+}
+
+/// `Handle::try_current` found no runtime.
+#[derive(Debug)]
+pub struct TryCurrentError(());
+
+impl fmt::Display for TryCurrentError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(
+            "there is no weir runtime on this thread: call this from a task, inside \
+             `Runtime::block_on`, or after `Runtime::enter`",
+        )
+    }
+}
+
+impl std::error::Error for TryCurrentError {}
+
+impl Runtime {
+    /// A multi-thread runtime with default settings (one worker per available CPU).
+    ///
+    /// # Errors
+    /// When an epoll instance, eventfd or thread cannot be created.
+    pub fn new() -> std::io::Result<Runtime> {
+        crate::Builder::new_multi_thread().build()
+    }
+
+    pub(crate) fn from_parts(
+        shared: Arc<Shared>,
+        flavor: Flavor,
+        threads: Vec<thread::JoinHandle<Box<Core>>>,
+        alive: Arc<Alive>,
+    ) -> Runtime {
+        Runtime {
+            handle: Handle { shared },
+            flavor,
+            threads,
+            alive,
+            done: false,
+        }
+    }
+
+    /// Runs `future` to completion on the current thread and returns its output.
+    ///
+    /// On a current-thread runtime this thread is the worker: spawned tasks, I/O and timers run
+    /// here while the future is pending. On a multi-thread runtime the future is polled on this
+    /// thread while the workers run the spawned tasks.
+    ///
+    /// # Panics
+    /// When called from a worker thread or from inside another `block_on` (it would block the
+    /// worker); when `future` panics; when the runtime shuts down while blocked.
+    #[track_caller]
+    pub fn block_on<F: Future>(&self, future: F) -> F::Output {
+        self.handle.block_on(future)
+    }
+
+    /// Spawns a task onto the runtime; see [`spawn`](crate::spawn).
+    #[track_caller]
+    pub fn spawn<F>(&self, future: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.handle.spawn(future)
+    }
+
+    /// Runs `f` on the blocking pool; see [`spawn_blocking`](crate::spawn_blocking).
+    #[track_caller]
+    pub fn spawn_blocking<F, R>(&self, f: F) -> JoinHandle<R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        self.handle.spawn_blocking(f)
+    }
+
+    /// The runtime's handle.
+    pub fn handle(&self) -> &Handle {
+        &self.handle
+    }
+
+    /// Makes the runtime current on this thread until the guard drops (so `spawn`, timers and
+    /// I/O constructors work outside `block_on`).
+    pub fn enter(&self) -> EnterGuard<'_> {
+        self.handle.enter()
+    }
+
+    /// The runtime's metrics.
+    pub fn metrics(&self) -> RuntimeMetrics {
+        self.handle.metrics()
+    }
+
+    /// Shuts down, waiting at most `timeout` for workers stuck in a task and for running
+    /// blocking closures; threads still busy after that are detached (they exit when their work
+    /// returns).
+    pub fn shutdown_timeout(mut self, timeout: Duration) {
+        self.shutdown(Some(Instant::now() + timeout));
+    }
+
+    /// Shuts down without waiting for anything that is still running.
+    pub fn shutdown_background(self) {
+        self.shutdown_timeout(Duration::ZERO);
+    }
+
+    /// Shutdown, in this order:
+    /// 1. flag shutdown and unpark every worker; workers leave their loop, cancel their own
+    ///    pinned (`spawn_local`) tasks on their thread, and drop their queue entries;
+    /// 2. join the workers (until `deadline`);
+    /// 3. cancel every other task that has not completed (drop its future) on this thread;
+    /// 4. drain the inject queue;
+    /// 5. shut down the blocking pool (cancel queued closures, wait for running ones);
+    /// 6. drop the workers' drivers: each reactor wakes whatever is still registered, drops its
+    ///    timers, and its epoll fd and eventfd close with the last reference.
+    fn shutdown(&mut self, deadline: Option<Instant>) {
+        if self.done {
+            return;
+        }
+        self.done = true;
+        let shared = self.handle.shared.clone();
+        shared.begin_shutdown();
+        let mut cores: Vec<Box<Core>> = Vec::new();
+        match self.flavor {
+            Flavor::MultiThread => {
+                let all = self.alive.wait(deadline);
+                for t in self.threads.drain(..) {
+                    if all || t.is_finished() {
+                        if let Ok(core) = t.join() {
+                            cores.push(core);
+                        }
+                    }
+                }
+            }
+            Flavor::CurrentThread => {
+                let core = shared.idle_cores.lock().pop();
+                if let Some(mut core) = core {
+                    let _enter = context::enter(self.handle.clone(), Some(core.reactor().enter()));
+                    worker::shutdown_core(&shared, &mut core);
+                    cores.push(core);
+                }
+            }
+        }
+        {
+            let _enter = self.handle.enter();
+            let joined: Vec<usize> = cores.iter().map(|c| c.index).collect();
+            let rest = shared
+                .owned
+                .close_and_take(|h| h.owner.is_none_or(|w| joined.contains(&w)));
+            for t in rest {
+                t.shutdown();
+            }
+            drop(shared.inject.drain());
+            shared.blocking.shutdown(deadline);
+        }
+        drop(cores);
+        tracing::debug!(target: "weir::worker", "runtime shut down");
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.shutdown(None);
+    }
+}
+
+impl fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Runtime")
+            .field("flavor", &self.flavor)
+            .field("workers", &self.handle.shared.remotes.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Wakes a thread blocked in `block_on` on a multi-thread runtime.
+struct ThreadWaker(thread::Thread);
+
+impl Wake for ThreadWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+impl Handle {
+    /// The handle of the runtime current on this thread.
+    ///
+    /// # Panics
+    /// Outside a runtime, with a message saying how to enter one.
+    #[track_caller]
+    pub fn current() -> Handle {
+        match Handle::try_current() {
+            Ok(h) => h,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// The handle of the runtime current on this thread, if any.
+    ///
+    /// # Errors
+    /// [`TryCurrentError`] outside a runtime.
+    pub fn try_current() -> Result<Handle, TryCurrentError> {
+        context::with_current(|h| h.cloned()).ok_or(TryCurrentError(()))
+    }
+
+    /// Spawns a task onto this runtime; see [`spawn`](crate::spawn).
+    #[track_caller]
+    pub fn spawn<F>(&self, future: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.shared.spawn(future, None, Location::caller())
+    }
+
+    /// Runs `f` on this runtime's blocking pool; see [`spawn_blocking`](crate::spawn_blocking).
+    #[track_caller]
+    pub fn spawn_blocking<F, R>(&self, f: F) -> JoinHandle<R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        self.shared.blocking.spawn(f, Location::caller())
+    }
+
+    /// Makes this runtime current on this thread until the guard drops.
+    pub fn enter(&self) -> EnterGuard<'_> {
+        let reactor = self.shared.pick_reactor().enter();
+        context::enter(self.clone(), Some(reactor))
+    }
+
+    /// The runtime's metrics.
+    pub fn metrics(&self) -> RuntimeMetrics {
+        RuntimeMetrics {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// Runs `future` to completion on this thread; see [`Runtime::block_on`].
+    ///
+    /// # Panics
+    /// As [`Runtime::block_on`].
+    #[track_caller]
+    pub fn block_on<F: Future>(&self, future: F) -> F::Output {
+        if worker::is_worker_thread() {
+            panic!(
+                "cannot block_on from a weir worker thread: it would stop the worker. Use \
+                 `.await`, or move the blocking call into `spawn_blocking`"
+            );
+        }
+        let _enter = self.enter();
+        let mut future = pin!(future);
+        let shared = &self.shared;
+        let thread_waker = Arc::new(ThreadWaker(thread::current()));
+        let waker = Waker::from(thread_waker);
+        let mut cx = Context::from_waker(&waker);
+        loop {
+            // Current-thread flavour: drive the runtime here if its core is free.
+            let core = shared.idle_cores.lock().pop();
+            if let Some(core) = core {
+                if core
+                    .local_thread()
+                    .is_some_and(|t| t != thread::current().id())
+                {
+                    shared.idle_cores.lock().push(core);
+                    panic!(
+                        "this current-thread runtime holds spawn_local tasks of another thread; \
+                         call block_on from that thread"
+                    );
+                }
+                let prev_slack = weir_reactor::thread::set_timer_slack(1).ok();
+                let (core, out) = worker::run(shared, core, Some(future.as_mut()));
+                if let Some(prev) = prev_slack {
+                    let _ = weir_reactor::thread::set_timer_slack(prev);
+                }
+                shared.idle_cores.lock().push(core);
+                for w in shared.core_waiters.lock().drain(..) {
+                    w.wake();
+                }
+                match out {
+                    Some(v) => return v,
+                    None => panic!("the weir runtime shut down while block_on was waiting"),
+                }
+            }
+            if let Poll::Ready(v) = coop::budget(|| future.as_mut().poll(&mut cx)) {
+                return v;
+            }
+            if shared.is_shutdown() && self.flavor_is_current_thread() {
+                panic!("the weir runtime shut down while block_on was waiting");
+            }
+            if self.flavor_is_current_thread() {
+                shared.core_waiters.lock().push(waker.clone());
+                if shared.idle_cores.lock().is_empty() {
+                    thread::park();
+                }
+            } else {
+                thread::park();
+            }
+        }
+    }
+
+    fn flavor_is_current_thread(&self) -> bool {
+        self.shared.is_current_thread()
+    }
+}
+
+impl fmt::Debug for Handle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Handle")
+            .field("workers", &self.shared.remotes.len())
+            .finish_non_exhaustive()
+    }
+}

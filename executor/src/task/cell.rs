@@ -1,0 +1,471 @@
+//! The task allocation and everything that touches its stage.
+
+use std::any::Any;
+use std::future::Future;
+use std::mem::ManuallyDrop;
+use std::panic::{self, AssertUnwindSafe, Location};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+use std::task::{Context, Poll, Wake, Waker};
+
+use weir_reactor::coop;
+
+use super::join::{Join, JoinError};
+use super::state::{AbortAction, IdleAction, RunAction, ShutdownAction, State, WakeAction};
+use super::{Header, Id, Runnable, Schedule, Task};
+use crate::loom::{Mutex, UnsafeCell};
+
+enum Stage<F: Future> {
+    Running(F),
+    Finished(Result<F::Output, JoinError>),
+    Consumed,
+}
+
+/// One task: the only allocation of a spawn.
+pub(crate) struct Cell<F: Future, S> {
+    header: Header,
+    scheduler: S,
+    /// # Invariant
+    /// Accessed only by the holder of `RUNNING` (the future, and storing the output), or after
+    /// `COMPLETE` by the owner of the output (see `state.rs`, "Who owns what").
+    stage: UnsafeCell<Stage<F>>,
+    join_waker: Mutex<Option<Waker>>,
+}
+
+// SAFETY: the stage is accessed by one thread at a time, as arbitrated by the state machine
+// (`RUNNING` / `COMPLETE` + `JOIN_INTEREST`). For `Send` futures that is all `Send` needs. For
+// `spawn_local` futures (not `Send`), the `RUNNING` bit is only ever taken on the owning worker's
+// thread: wakes from elsewhere are routed to that worker's inbox, and runtime shutdown cancels
+// local tasks on their worker. The output crosses threads only through a `JoinHandle<T>`, which
+// is `Send` only if `T: Send`. Everything else in the cell is atomics and a mutex.
+unsafe impl<F: Future, S: Send> Send for Cell<F, S> {}
+// SAFETY: as above; shared access is only to the atomics, the mutex and the scheduler (`Sync`).
+unsafe impl<F: Future, S: Sync> Sync for Cell<F, S> {}
+
+/// Allocates a task. Returns it twice: as a queue entry and as the join side.
+pub(crate) fn new_task<F, S>(
+    future: F,
+    scheduler: S,
+    id: Id,
+    owner: Option<usize>,
+    location: &'static Location<'static>,
+) -> (Task, Arc<dyn Join<F::Output>>)
+where
+    F: Future + 'static,
+    F::Output: 'static,
+    S: Schedule,
+{
+    let cell = Arc::new(Cell {
+        header: Header {
+            state: State::new(),
+            id,
+            owner,
+            owned_key: AtomicUsize::new(usize::MAX),
+            location,
+        },
+        scheduler,
+        stage: UnsafeCell::new(Stage::Running(future)),
+        join_waker: Mutex::new(None),
+    });
+    (cell.clone(), cell)
+}
+
+/// A `Waker` borrowing `cell`'s reference instead of owning one.
+///
+/// Its clones are real `Waker`s (they increment the count through `Wake`).
+fn waker_ref<F, S>(cell: &Arc<Cell<F, S>>) -> ManuallyDrop<Waker>
+where
+    F: Future + 'static,
+    S: Schedule,
+{
+    // SAFETY: `Arc::from_raw` re-creates an `Arc` from the pointer of a live one without
+    // touching the count; `Waker::from` keeps that pointer as its data. The resulting `Waker` is
+    // never dropped (`ManuallyDrop`) and never outlives `cell`'s borrow, so the count it "owns"
+    // is never decremented: it borrows `cell`'s reference.
+    let arc = unsafe { Arc::from_raw(Arc::as_ptr(cell)) };
+    ManuallyDrop::new(Waker::from(arc))
+}
+
+impl<F, S> Cell<F, S>
+where
+    F: Future + 'static,
+    S: Schedule,
+{
+    /// # Safety
+    /// The caller holds `RUNNING`.
+    unsafe fn poll_future(&self, cx: &mut Context<'_>) -> Poll<F::Output> {
+        self.stage.with_mut(|p| {
+            // SAFETY: RUNNING gives exclusive access to the stage (caller's contract); the cell
+            // lives in an `Arc` and the stage is never moved while `Running`, so pinning holds.
+            match unsafe { &mut *p } {
+                Stage::Running(f) => unsafe { Pin::new_unchecked(f) }.poll(cx),
+                _ => unreachable!("a task was polled after it completed"),
+            }
+        })
+    }
+
+    /// # Safety
+    /// The caller has exclusive access to the stage (holds `RUNNING`, or owns the output).
+    unsafe fn set_stage(&self, stage: Stage<F>) {
+        // SAFETY: exclusive access is the caller's contract.
+        self.stage.with_mut(|p| unsafe { *p = stage });
+    }
+
+    /// Drops the future (a panic in its destructor is swallowed), then completes with `out`.
+    ///
+    /// # Safety
+    /// The caller holds `RUNNING`.
+    unsafe fn drop_future_and_complete(self: &Arc<Self>, out: Result<F::Output, JoinError>) {
+        // SAFETY: RUNNING is held (caller's contract).
+        let dropped = panic::catch_unwind(AssertUnwindSafe(|| unsafe {
+            self.set_stage(Stage::Consumed)
+        }));
+        if let Err(payload) = dropped {
+            forget_payload(payload);
+        }
+        // SAFETY: RUNNING is still held.
+        unsafe { self.complete(out) };
+    }
+
+    /// Stores the output, publishes `COMPLETE`, notifies the join side, releases the task.
+    ///
+    /// # Safety
+    /// The caller holds `RUNNING` and the stage is `Consumed`.
+    unsafe fn complete(self: &Arc<Self>, out: Result<F::Output, JoinError>) {
+        let outcome = match &out {
+            Ok(_) => "ok",
+            Err(e) if e.is_cancelled() => "cancelled",
+            Err(_) => "panicked",
+        };
+        // SAFETY: RUNNING is held; storing over `Consumed` drops nothing.
+        unsafe { self.set_stage(Stage::Finished(out)) };
+        let done = self.header.state.transition_to_complete();
+        if done.join_interest {
+            // From here the output belongs to the JoinHandle.
+            if let Some(w) = self.join_waker.lock().take() {
+                w.wake();
+            }
+        } else {
+            // No JoinHandle: the output is ours to drop.
+            // SAFETY: with JOIN_INTEREST unset when COMPLETE was set, nobody else touches it.
+            let r = panic::catch_unwind(AssertUnwindSafe(|| unsafe {
+                self.set_stage(Stage::Consumed)
+            }));
+            if let Err(payload) = r {
+                forget_payload(payload);
+            }
+        }
+        tracing::trace!(target: "weir::task", task_id = self.header.id.as_u64(), outcome, "complete");
+        self.scheduler.release(&self.header);
+    }
+
+    /// # Safety
+    /// The caller holds `RUNNING`.
+    unsafe fn cancel(self: &Arc<Self>) {
+        let id = self.header.id;
+        // SAFETY: forwarded.
+        unsafe { self.drop_future_and_complete(Err(JoinError::cancelled(id))) };
+    }
+}
+
+/// Drops a panic payload, ignoring a panic raised by its own destructor.
+fn forget_payload(payload: Box<dyn Any + Send>) {
+    if let Err(p) = panic::catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        std::mem::forget(p);
+    }
+}
+
+impl<F, S> Runnable for Cell<F, S>
+where
+    F: Future + 'static,
+    S: Schedule,
+{
+    fn header(&self) -> &Header {
+        &self.header
+    }
+
+    fn run(self: Arc<Self>) {
+        match self.header.state.transition_to_running() {
+            RunAction::Skip => return,
+            // SAFETY: RUNNING acquired.
+            RunAction::Cancel => return unsafe { self.cancel() },
+            RunAction::Poll => {}
+        }
+        let id = self.header.id;
+        let span = tracing::trace_span!(
+            target: "weir::task",
+            "poll",
+            task_id = id.as_u64(),
+            spawned_at = %self.header.location
+        );
+        let _span = span.enter();
+        let _current = super::set_current_id(id);
+        let res = {
+            let waker = waker_ref(&self);
+            let mut cx = Context::from_waker(&waker);
+            panic::catch_unwind(AssertUnwindSafe(|| {
+                // SAFETY: RUNNING acquired above.
+                coop::budget(|| unsafe { self.poll_future(&mut cx) })
+            }))
+        };
+        match res {
+            Ok(Poll::Pending) => match self.header.state.transition_to_idle() {
+                IdleAction::Idle => {}
+                IdleAction::Resubmit => self.scheduler.schedule(self.clone(), true),
+                // SAFETY: still RUNNING.
+                IdleAction::Cancel => unsafe { self.cancel() },
+            },
+            // SAFETY: still RUNNING.
+            Ok(Poll::Ready(out)) => unsafe { self.drop_future_and_complete(Ok(out)) },
+            Err(payload) => {
+                tracing::debug!(target: "weir::task", task_id = id.as_u64(), "task panicked");
+                // SAFETY: still RUNNING.
+                unsafe { self.drop_future_and_complete(Err(JoinError::panic(id, payload))) }
+            }
+        }
+    }
+
+    fn shutdown(self: Arc<Self>) {
+        match self.header.state.transition_to_shutdown() {
+            // SAFETY: RUNNING acquired.
+            ShutdownAction::Cancel => unsafe { self.cancel() },
+            ShutdownAction::None => {}
+        }
+    }
+
+    fn abort(self: Arc<Self>) {
+        match self.header.state.transition_to_cancelled_by_abort() {
+            AbortAction::Submit => self.scheduler.schedule(self.clone(), false),
+            AbortAction::None => {}
+        }
+    }
+}
+
+impl<F, S> Wake for Cell<F, S>
+where
+    F: Future + 'static,
+    S: Schedule,
+{
+    fn wake(self: Arc<Self>) {
+        if self.header.state.transition_to_notified_by_wake() == WakeAction::Submit {
+            self.scheduler.schedule(self.clone(), false);
+        }
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if self.header.state.transition_to_notified_by_wake() == WakeAction::Submit {
+            self.scheduler.schedule(self.clone(), false);
+        }
+    }
+}
+
+impl<F, S> Join<F::Output> for Cell<F, S>
+where
+    F: Future + 'static,
+    S: Schedule,
+{
+    fn header(&self) -> &Header {
+        &self.header
+    }
+
+    fn poll_join(&self, cx: &mut Context<'_>) -> Poll<Result<F::Output, JoinError>> {
+        if !self.header.state.is_complete() {
+            {
+                let mut w = self.join_waker.lock();
+                match &*w {
+                    Some(old) if old.will_wake(cx.waker()) => {}
+                    _ => *w = Some(cx.waker().clone()),
+                }
+            }
+            // The task sets COMPLETE before it takes the waker: re-check after storing it.
+            if !self.header.state.is_complete() {
+                return Poll::Pending;
+            }
+        }
+        // SAFETY: COMPLETE is set and this JoinHandle still holds JOIN_INTEREST, so the output is
+        // ours alone.
+        let stage = self
+            .stage
+            .with_mut(|p| unsafe { std::mem::replace(&mut *p, Stage::Consumed) });
+        match stage {
+            Stage::Finished(r) => Poll::Ready(r),
+            _ => panic!("JoinHandle polled after it returned its output"),
+        }
+    }
+
+    fn drop_join_handle(&self) {
+        if self.header.state.drop_join_interest().is_err() {
+            // Complete while we still held JOIN_INTEREST: the output is ours to drop.
+            // SAFETY: as in `poll_join`.
+            let r = panic::catch_unwind(AssertUnwindSafe(|| unsafe {
+                self.set_stage(Stage::Consumed)
+            }));
+            if let Err(payload) = r {
+                forget_payload(payload);
+            }
+        }
+        let waker = self.join_waker.lock().take();
+        drop(waker);
+    }
+
+    fn into_task(self: Arc<Self>) -> Task {
+        self
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    //! The task state machine, the waker and the join handle together: a real task, a
+    //! scheduler that queues into a shared list, and threads that wake, run and join it.
+
+    use super::*;
+    use crate::loom::Mutex;
+    use loom::thread;
+    use std::collections::VecDeque;
+
+    #[derive(Clone, Default)]
+    struct Queue(Arc<Mutex<VecDeque<Task>>>);
+
+    impl Schedule for Queue {
+        fn schedule(&self, task: Task, _yielded: bool) {
+            self.0.lock().push_back(task);
+        }
+        fn release(&self, _header: &Header) {}
+    }
+
+    impl Queue {
+        fn run_all(&self) {
+            while let Some(t) = self.0.lock().pop_front() {
+                t.run();
+            }
+        }
+    }
+
+    /// Completes after being woken once from another thread.
+    struct WokenOnce {
+        waker: Arc<Mutex<Option<Waker>>>,
+        polls: usize,
+    }
+    impl Future for WokenOnce {
+        type Output = usize;
+        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<usize> {
+            self.polls += 1;
+            let mut slot = self.waker.lock();
+            if self.polls > 1 && slot.is_none() {
+                return Poll::Ready(self.polls);
+            }
+            *slot = Some(cx.waker().clone());
+            Poll::Pending
+        }
+    }
+
+    fn block_on_join<T>(join: &Arc<dyn Join<T>>, q: &Queue) -> Result<T, JoinError> {
+        let mut cx = Context::from_waker(Waker::noop());
+        loop {
+            q.run_all();
+            if let Poll::Ready(v) = join.poll_join(&mut cx) {
+                return v;
+            }
+            thread::yield_now();
+        }
+    }
+
+    #[test]
+    fn wake_from_other_thread_while_running_or_idle() {
+        loom::model(|| {
+            let q = Queue::default();
+            let slot = Arc::new(Mutex::new(None::<Waker>));
+            let (task, join) = new_task(
+                WokenOnce {
+                    waker: slot.clone(),
+                    polls: 0,
+                },
+                q.clone(),
+                Id::next(),
+                None,
+                Location::caller(),
+            );
+            q.schedule(task, false);
+            let waker_thread = {
+                let slot = slot.clone();
+                thread::spawn(move || {
+                    loop {
+                        if let Some(w) = slot.lock().take() {
+                            w.wake();
+                            return;
+                        }
+                        thread::yield_now();
+                    }
+                })
+            };
+            let runner = {
+                let q = q.clone();
+                thread::spawn(move || q.run_all())
+            };
+            let out = block_on_join(&join, &q).unwrap();
+            assert!(out >= 2);
+            waker_thread.join().unwrap();
+            runner.join().unwrap();
+            join.drop_join_handle();
+        });
+    }
+
+    #[test]
+    fn abort_races_with_completion() {
+        loom::model(|| {
+            let q = Queue::default();
+            let (task, join) =
+                new_task(async { 7 }, q.clone(), Id::next(), None, Location::caller());
+            q.schedule(task, false);
+            let aborter = {
+                let t = join.clone().into_task();
+                thread::spawn(move || t.abort())
+            };
+            let runner = {
+                let q = q.clone();
+                thread::spawn(move || q.run_all())
+            };
+            aborter.join().unwrap();
+            runner.join().unwrap();
+            match block_on_join(&join, &q) {
+                Ok(7) => {}
+                Err(e) => assert!(e.is_cancelled()),
+                Ok(other) => panic!("unexpected output {other}"),
+            }
+            join.drop_join_handle();
+        });
+    }
+
+    #[test]
+    fn join_handle_dropped_while_completing() {
+        loom::model(|| {
+            let q = Queue::default();
+            let dropped = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            struct Out(Arc<std::sync::atomic::AtomicUsize>);
+            impl Drop for Out {
+                fn drop(&mut self) {
+                    self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+            }
+            let d = dropped.clone();
+            let (task, join) = new_task(
+                async move { Out(d) },
+                q.clone(),
+                Id::next(),
+                None,
+                Location::caller(),
+            );
+            q.schedule(task, false);
+            let runner = {
+                let q = q.clone();
+                thread::spawn(move || q.run_all())
+            };
+            join.drop_join_handle();
+            runner.join().unwrap();
+            q.run_all();
+            // The output was dropped exactly once, by whichever side owned it.
+            assert_eq!(dropped.load(std::sync::atomic::Ordering::SeqCst), 1);
+        });
+    }
+}

@@ -1,0 +1,651 @@
+//! Workers: each owns a reactor and a local run queue; together they share an inject queue,
+//! the idle set and the owned-task list.
+//!
+//! # The worker loop
+//!
+//! ```text
+//!            ┌──────────────────────────────────────────────────────────────┐
+//!            ▼                                                              │
+//!   next_task: every event_interval ticks → poll own reactor (no block)     │
+//!              every global_queue_interval ticks → inject queue first       │
+//!              LIFO slot → local queue / pinned (!Send) queue → inbox       │
+//!              → inject batch                                               │
+//!            │ found ─────────────────────────────► run task (budget 128) ──┤
+//!            ▼ none                                                         │
+//!   search:  steal half of a random other worker's queue (≤ half searching)│
+//!            │ found ─────────────────────────────► run task ───────────────┤
+//!            ▼ none                                                         │
+//!   spin:    for busy_poll: poll own reactor (zero timeout), queues, steal  │
+//!            │ found (spins_found++) ─────────────► run task ───────────────┤
+//!            ▼ gave up (spins_gave_up++)                                    │
+//!   park:    register as sleeping → re-check queues → block in own reactor  │
+//!            (timeout = nearest timer; min_wait window) → wakers queue      │
+//!            tasks on *this* worker ───────────────────────────────────────┘
+//! ```
+//!
+//! Tasks woken while the worker dispatches its reactor go to the back of its local queue (in
+//! event order); tasks woken by a running task on the same worker go to the LIFO slot (at most
+//! [`MAX_LIFO_POLLS`] in a row, so two tasks ping-ponging cannot starve the queue). New spawns and
+//! yields go to the back. Wakes from other threads go to the inject queue (or, for pinned tasks,
+//! to the owning worker's inbox) and unpark a sleeper.
+
+mod idle;
+mod park;
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::panic::Location;
+use std::pin::Pin;
+use std::ptr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::ThreadId;
+
+use weir_reactor::Driver;
+use weir_reactor::coop;
+
+pub(crate) use idle::Idle;
+
+use crate::blocking;
+use crate::config::Config;
+use crate::inject::Inject;
+use crate::loom::Mutex;
+use crate::metrics::WorkerMetrics;
+use crate::queue::{self, Local, Steal};
+use crate::task::{self, Header, Id, JoinHandle, OwnedTasks, Schedule, Task};
+
+/// Polls of the LIFO slot in a row before it yields to the queue.
+pub(crate) const MAX_LIFO_POLLS: u32 = 3;
+
+/// Runtime-wide state.
+pub(crate) struct Shared {
+    pub(crate) remotes: Box<[Remote]>,
+    pub(crate) inject: Inject<Task>,
+    pub(crate) idle: Idle,
+    pub(crate) owned: OwnedTasks,
+    pub(crate) config: Config,
+    pub(crate) blocking: Arc<blocking::Pool>,
+    shutdown: AtomicBool,
+    current_thread: bool,
+    /// Round-robin choice of a reactor for threads that are not workers.
+    next_reactor: AtomicUsize,
+    /// Cores not running on any thread (the current-thread flavour between `block_on` calls).
+    pub(crate) idle_cores: parking_lot::Mutex<Vec<Box<Core>>>,
+    /// Threads waiting for a core to be released (current-thread `block_on` contention).
+    pub(crate) core_waiters: parking_lot::Mutex<Vec<Waker>>,
+}
+
+/// The part of a worker other threads may touch.
+pub(crate) struct Remote {
+    pub(crate) steal: Steal<Task>,
+    pub(crate) reactor: weir_reactor::Handle,
+    /// Pinned (`spawn_local`) tasks of this worker woken on other threads.
+    inbox: Mutex<Vec<Task>>,
+    inbox_len: AtomicUsize,
+    pub(crate) metrics: WorkerMetrics,
+}
+
+/// Everything a worker owns; moves to the thread that runs it.
+pub(crate) struct Core {
+    pub(crate) index: usize,
+    driver: Driver,
+    queues: Option<Queues>,
+    tick: u32,
+    rand: u32,
+    lifo_polls: u32,
+    searching: bool,
+    /// Current-thread flavour: the thread whose `spawn_local` tasks this core holds.
+    local_thread: Option<ThreadId>,
+}
+
+struct Queues {
+    local: Local<Task>,
+    lifo: Option<Task>,
+    /// Pinned tasks ready to run (never stolen).
+    pinned: VecDeque<Task>,
+}
+
+/// The thread-local view of the running worker. Lives on the worker loop's stack.
+struct WorkerCx {
+    shared: Arc<Shared>,
+    index: usize,
+    queues: RefCell<Queues>,
+    /// `true` while the reactor dispatches: woken tasks go to the back, notifies are deferred.
+    in_dispatch: Cell<bool>,
+    notify_pending: Cell<bool>,
+    local_thread: Cell<Option<ThreadId>>,
+}
+
+thread_local! {
+    static WORKER: Cell<*const WorkerCx> = const { Cell::new(ptr::null()) };
+}
+
+/// Runs `f` with the worker running on this thread, if any.
+fn with_current<R>(f: impl FnOnce(Option<&WorkerCx>) -> R) -> R {
+    let p = WORKER.try_with(|c| c.get()).unwrap_or(ptr::null());
+    // SAFETY: `WORKER` is non-null only between `SetWorker::new` and its drop, which bracket the
+    // lifetime of the `WorkerCx` on `run`'s stack frame on this same thread.
+    f(unsafe { p.as_ref() })
+}
+
+struct SetWorker(*const WorkerCx);
+
+impl SetWorker {
+    fn new(cx: &WorkerCx) -> SetWorker {
+        SetWorker(WORKER.with(|c| c.replace(cx)))
+    }
+}
+
+impl Drop for SetWorker {
+    fn drop(&mut self) {
+        let prev = self.0;
+        let _ = WORKER.try_with(|c| c.set(prev));
+    }
+}
+
+/// `true` if this thread is running a weir worker (of any runtime).
+pub(crate) fn is_worker_thread() -> bool {
+    with_current(|cx| cx.is_some())
+}
+
+/// The index of the worker running on this thread, if it belongs to `shared`'s runtime.
+pub(crate) fn current_index() -> Option<usize> {
+    with_current(|cx| cx.map(|cx| cx.index))
+}
+
+impl Shared {
+    /// Builds the shared state and one core per worker.
+    pub(crate) fn new(
+        config: Config,
+        drivers: Vec<Driver>,
+        blocking: Arc<blocking::Pool>,
+        current_thread: bool,
+    ) -> (Arc<Shared>, Vec<Box<Core>>) {
+        let n = drivers.len();
+        let mut remotes = Vec::with_capacity(n);
+        let mut cores = Vec::with_capacity(n);
+        for (index, driver) in drivers.into_iter().enumerate() {
+            let (steal, local) = queue::local();
+            remotes.push(Remote {
+                steal,
+                reactor: driver.handle().clone(),
+                inbox: Mutex::new(Vec::new()),
+                inbox_len: AtomicUsize::new(0),
+                metrics: WorkerMetrics::default(),
+            });
+            cores.push(Box::new(Core {
+                index,
+                driver,
+                queues: Some(Queues {
+                    local,
+                    lifo: None,
+                    pinned: VecDeque::new(),
+                }),
+                tick: 0,
+                rand: 0x9E37_79B9 ^ (index as u32).wrapping_mul(0x85EB_CA6B) | 1,
+                lifo_polls: 0,
+                searching: false,
+                local_thread: None,
+            }));
+        }
+        let shared = Arc::new(Shared {
+            remotes: remotes.into_boxed_slice(),
+            inject: Inject::new(),
+            idle: Idle::new(n),
+            owned: OwnedTasks::new(n * 4),
+            config,
+            blocking,
+            shutdown: AtomicBool::new(false),
+            current_thread,
+            next_reactor: AtomicUsize::new(0),
+            idle_cores: parking_lot::Mutex::new(Vec::new()),
+            core_waiters: parking_lot::Mutex::new(Vec::new()),
+        });
+        (shared, cores)
+    }
+
+    pub(crate) fn is_current_thread(&self) -> bool {
+        self.current_thread
+    }
+
+    pub(crate) fn is_shutdown(&self) -> bool {
+        self.shutdown.load(Ordering::Acquire)
+    }
+
+    /// Starts shutdown: workers leave their loops at their next check.
+    pub(crate) fn begin_shutdown(&self) {
+        if !self.shutdown.swap(true, Ordering::AcqRel) {
+            for r in self.remotes.iter() {
+                r.reactor.unpark();
+            }
+            for w in self.core_waiters.lock().drain(..) {
+                w.wake();
+            }
+        }
+    }
+
+    /// A reactor for a thread that is not a worker (block_on, blocking pool, `enter`).
+    pub(crate) fn pick_reactor(&self) -> &weir_reactor::Handle {
+        if let Some(i) = current_index()
+            && i < self.remotes.len()
+            && with_current(|cx| cx.is_some_and(|cx| ptr::eq(&*cx.shared, self)))
+        {
+            return &self.remotes[i].reactor;
+        }
+        let i = self.next_reactor.fetch_add(1, Ordering::Relaxed) % self.remotes.len();
+        &self.remotes[i].reactor
+    }
+
+    /// Spawns a task; `owner` pins it to a worker.
+    pub(crate) fn spawn<F>(
+        self: &Arc<Self>,
+        future: F,
+        owner: Option<usize>,
+        location: &'static Location<'static>,
+    ) -> JoinHandle<F::Output>
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
+        let id = Id::next();
+        let (task, join) = task::new_task(future, self.clone(), id, owner, location);
+        tracing::trace!(
+            target: "weir::task",
+            task_id = id.as_u64(),
+            location = %location,
+            local = owner.is_some(),
+            "spawn"
+        );
+        match self.owned.insert(task.clone()) {
+            Ok(()) => self.schedule(task, true),
+            Err(task) => task.shutdown(),
+        }
+        JoinHandle::new(join)
+    }
+
+    /// Wakes one sleeping worker if none is searching.
+    pub(crate) fn notify_parked(&self) {
+        if let Some(w) = self.idle.worker_to_notify() {
+            tracing::trace!(target: "weir::worker", worker = w, "notify sleeping worker");
+            self.remotes[w].reactor.unpark();
+        }
+    }
+
+    fn push_inbox(&self, worker: usize, task: Task) {
+        let remote = &self.remotes[worker];
+        {
+            let mut inbox = remote.inbox.lock();
+            inbox.push(task);
+            remote.inbox_len.store(inbox.len(), Ordering::SeqCst);
+        }
+        remote.reactor.unpark();
+    }
+
+    fn schedule_remote(&self, task: Task) {
+        if self.is_shutdown() {
+            // Shutdown cancels every owned task; this queue entry would never run.
+            return;
+        }
+        match task.header().owner {
+            Some(w) => self.push_inbox(w, task),
+            None => {
+                self.inject.push(task);
+                self.notify_parked();
+            }
+        }
+    }
+}
+
+impl Schedule for Arc<Shared> {
+    fn schedule(&self, task: Task, yielded: bool) {
+        with_current(|cx| match cx {
+            Some(cx) if ptr::eq(&*cx.shared, &**self) => cx.schedule_local(task, yielded),
+            _ => self.schedule_remote(task),
+        })
+    }
+
+    fn release(&self, header: &Header) {
+        let removed = self.owned.remove(header);
+        drop(removed);
+    }
+}
+
+impl WorkerCx {
+    fn schedule_local(&self, task: Task, yielded: bool) {
+        let shared = &*self.shared;
+        match task.header().owner {
+            Some(w) if w != self.index => shared.push_inbox(w, task),
+            Some(_) => self.queues.borrow_mut().pinned.push_back(task),
+            None => {
+                let metrics = &shared.remotes[self.index].metrics;
+                let mut q = self.queues.borrow_mut();
+                let to_queue = if yielded || self.in_dispatch.get() || !shared.config.lifo_slot {
+                    Some(task)
+                } else {
+                    q.lifo.replace(task)
+                };
+                let Some(task) = to_queue else { return };
+                if q.local.push_back(task, &shared.inject) {
+                    metrics.overflows.add_owner(1);
+                }
+                drop(q);
+                if self.in_dispatch.get() {
+                    self.notify_pending.set(true);
+                } else {
+                    shared.notify_parked();
+                }
+            }
+        }
+    }
+}
+
+/// The waker of a `block_on` future driven by a current-thread worker.
+struct RootWaker {
+    woken: AtomicBool,
+    reactor: weir_reactor::Handle,
+}
+
+impl Wake for RootWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.store(true, Ordering::SeqCst);
+        self.reactor.unpark();
+    }
+}
+
+/// Runs a worker on this thread until `root` completes (current-thread `block_on`) or, without
+/// a root, until the runtime shuts down (a multi-thread worker). Returns the core.
+pub(crate) fn run<F: Future>(
+    shared: &Arc<Shared>,
+    mut core: Box<Core>,
+    root: Option<Pin<&mut F>>,
+) -> (Box<Core>, Option<F::Output>) {
+    let cx = WorkerCx {
+        shared: shared.clone(),
+        index: core.index,
+        queues: RefCell::new(core.queues.take().expect("core queues present")),
+        in_dispatch: Cell::new(false),
+        notify_pending: Cell::new(false),
+        local_thread: Cell::new(core.local_thread),
+    };
+    let out = {
+        let _worker = SetWorker::new(&cx);
+        let _reactor = core.driver.enter();
+        let mut worker = Worker {
+            cx: &cx,
+            shared,
+            remote: &shared.remotes[core.index],
+            core: &mut core,
+        };
+        tracing::debug!(target: "weir::worker", worker = cx.index, "worker started");
+        let out = worker.run_loop(root);
+        tracing::debug!(target: "weir::worker", worker = cx.index, "worker stopped");
+        out
+    };
+    core.local_thread = cx.local_thread.get();
+    core.queues = Some(cx.queues.into_inner());
+    (core, out)
+}
+
+struct Worker<'a> {
+    cx: &'a WorkerCx,
+    shared: &'a Arc<Shared>,
+    remote: &'a Remote,
+    core: &'a mut Core,
+}
+
+impl Worker<'_> {
+    fn run_loop<F: Future>(&mut self, mut root: Option<Pin<&mut F>>) -> Option<F::Output> {
+        let root_waker = root.as_ref().map(|_| {
+            Arc::new(RootWaker {
+                woken: AtomicBool::new(true),
+                reactor: self.remote.reactor.clone(),
+            })
+        });
+        let waker = root_waker.clone().map(Waker::from);
+        loop {
+            if let (Some(fut), Some(rw), Some(waker)) = (root.as_mut(), &root_waker, &waker)
+                && rw.woken.swap(false, Ordering::SeqCst)
+            {
+                let mut cx = Context::from_waker(waker);
+                if let Poll::Ready(v) = coop::budget(|| fut.as_mut().poll(&mut cx)) {
+                    return Some(v);
+                }
+            }
+            if self.shared.is_shutdown() {
+                return None;
+            }
+            let root_woken = root_waker.as_deref().map(|rw| &rw.woken);
+            if let Some(task) = self.next_task() {
+                self.run_task(task);
+                continue;
+            }
+            if let Some(task) = self.search() {
+                self.run_task(task);
+                continue;
+            }
+            match self.spin(root_woken) {
+                park::Spin::Found(Some(task)) => {
+                    self.run_task(task);
+                    continue;
+                }
+                park::Spin::Found(None) => continue,
+                park::Spin::GaveUp => {}
+            }
+            self.park(root_woken);
+        }
+    }
+
+    fn run_task(&mut self, task: Task) {
+        if self.core.searching {
+            self.core.searching = false;
+            if self.shared.idle.stop_searching() && self.has_stealable_work() {
+                self.shared.notify_parked();
+            }
+        }
+        self.remote.metrics.polls.add_owner(1);
+        task.run();
+    }
+
+    fn has_stealable_work(&self) -> bool {
+        !self.cx.queues.borrow().local.is_empty() || !self.shared.inject.is_empty()
+    }
+
+    fn next_task(&mut self) -> Option<Task> {
+        let core = &mut *self.core;
+        core.tick = core.tick.wrapping_add(1);
+        let tick = core.tick;
+        let cfg = &self.shared.config;
+        if tick % cfg.event_interval == 0 {
+            self.maintenance();
+        }
+        if tick % cfg.global_queue_interval == 0
+            && let Some(t) = self.shared.inject.pop()
+        {
+            return Some(t);
+        }
+        let mut q = self.cx.queues.borrow_mut();
+        if let Some(t) = q.lifo.take() {
+            if self.core.lifo_polls < MAX_LIFO_POLLS {
+                self.core.lifo_polls += 1;
+                self.remote.metrics.lifo_polls.add_owner(1);
+                return Some(t);
+            }
+            if q.local.push_back(t, &self.shared.inject) {
+                self.remote.metrics.overflows.add_owner(1);
+            }
+        }
+        self.core.lifo_polls = 0;
+        if self.remote.inbox_len.load(Ordering::Acquire) > 0 {
+            let mut inbox = self.remote.inbox.lock();
+            q.pinned.extend(inbox.drain(..));
+            self.remote.inbox_len.store(0, Ordering::Release);
+        }
+        let local_first = tick & 1 == 0;
+        let t = if local_first {
+            q.local.pop().or_else(|| q.pinned.pop_front())
+        } else {
+            q.pinned.pop_front().or_else(|| q.local.pop())
+        };
+        if t.is_some() {
+            return t;
+        }
+        let n = (self.shared.inject.len() / self.shared.remotes.len()).min(queue::CAPACITY / 2);
+        self.shared.inject.pop_batch_into(n, &mut q.local)
+    }
+
+    /// Polls the reactor without blocking (fairness with busy tasks).
+    fn maintenance(&mut self) {
+        self.dispatch(|d| d.poll());
+    }
+
+    /// Runs a driver operation with dispatch semantics: woken tasks go to the back of the local
+    /// queue and one notification is sent afterwards.
+    fn dispatch(&mut self, f: impl FnOnce(&mut Driver) -> std::io::Result<usize>) -> usize {
+        self.cx.in_dispatch.set(true);
+        let r = f(&mut self.core.driver);
+        self.cx.in_dispatch.set(false);
+        if self.cx.notify_pending.replace(false) {
+            self.shared.notify_parked();
+        }
+        match r {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::error!(target: "weir::reactor", worker = self.cx.index, error = %e, "reactor wait failed");
+                0
+            }
+        }
+    }
+
+    fn search(&mut self) -> Option<Task> {
+        let n = self.shared.remotes.len();
+        if n == 1 {
+            return None;
+        }
+        if !self.core.searching {
+            if !self.shared.idle.try_start_searching() {
+                return None;
+            }
+            self.core.searching = true;
+        }
+        let start = self.next_rand() as usize % n;
+        let mut q = self.cx.queues.borrow_mut();
+        for i in 0..n {
+            let w = (start + i) % n;
+            if w == self.cx.index {
+                continue;
+            }
+            if let Some(t) = self.shared.remotes[w].steal.steal_into(&mut q.local) {
+                let m = &self.remote.metrics;
+                m.steals.add_owner(1);
+                m.stolen_tasks.add_owner(q.local.len() as u64 + 1);
+                tracing::trace!(target: "weir::worker", worker = self.cx.index, from = w, "stole tasks");
+                return Some(t);
+            }
+        }
+        let n = (self.shared.inject.len() / self.shared.remotes.len()).min(queue::CAPACITY / 2);
+        self.shared.inject.pop_batch_into(n, &mut q.local)
+    }
+
+    fn next_rand(&mut self) -> u32 {
+        // xorshift32
+        let mut x = self.core.rand;
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        self.core.rand = x;
+        x
+    }
+
+    /// `true` if there is anything this worker should do instead of blocking.
+    fn has_work(&self, check_all: bool, root_woken: Option<&AtomicBool>) -> bool {
+        if self.shared.is_shutdown()
+            || root_woken.is_some_and(|w| w.load(Ordering::SeqCst))
+            || !self.shared.inject.is_empty()
+            || self.remote.inbox_len.load(Ordering::SeqCst) > 0
+        {
+            return true;
+        }
+        {
+            let q = self.cx.queues.borrow();
+            if q.lifo.is_some() || !q.local.is_empty() || !q.pinned.is_empty() {
+                return true;
+            }
+        }
+        check_all
+            && self
+                .shared
+                .remotes
+                .iter()
+                .enumerate()
+                .any(|(i, r)| i != self.cx.index && !r.steal.is_empty())
+    }
+}
+
+/// Worker exit: cancel this worker's pinned tasks on its own thread, drop queued references.
+pub(crate) fn shutdown_core(shared: &Arc<Shared>, core: &mut Core) {
+    let index = core.index;
+    let on_owner_thread = core
+        .local_thread
+        .is_none_or(|t| t == std::thread::current().id());
+    let pinned = shared.owned.close_and_take(|h| h.owner == Some(index));
+    if on_owner_thread {
+        for t in pinned {
+            t.shutdown();
+        }
+    } else if !pinned.is_empty() {
+        tracing::warn!(
+            target: "weir::worker",
+            count = pinned.len(),
+            "spawn_local tasks leaked: the runtime was dropped on another thread than the one \
+             that ran them, and !Send futures cannot be dropped there"
+        );
+        for t in pinned {
+            std::mem::forget(t);
+        }
+    }
+    if let Some(q) = core.queues.as_mut() {
+        q.lifo = None;
+        q.pinned.clear();
+        while q.local.pop().is_some() {}
+    }
+    shared.remotes[index].inbox.lock().clear();
+    shared.remotes[index].inbox_len.store(0, Ordering::Release);
+}
+
+/// Spawns a task pinned to the worker running on this thread.
+pub(crate) fn spawn_local<F>(
+    future: F,
+    location: &'static Location<'static>,
+) -> JoinHandle<F::Output>
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    with_current(|cx| match cx {
+        Some(cx) => {
+            cx.local_thread.set(Some(std::thread::current().id()));
+            let shared = cx.shared.clone();
+            shared.spawn(future, Some(cx.index), location)
+        }
+        None => panic!(
+            "weir::task::spawn_local must be called on a weir worker thread: from inside a task, \
+             or inside a current-thread runtime's block_on (a multi-thread runtime's block_on \
+             future does not run on a worker)"
+        ),
+    })
+}
+
+impl Core {
+    pub(crate) fn local_thread(&self) -> Option<ThreadId> {
+        self.local_thread
+    }
+
+    pub(crate) fn reactor(&self) -> &weir_reactor::Handle {
+        self.driver.handle()
+    }
+}

@@ -1,0 +1,587 @@
+//! The reactor: a [`Driver`] owned by one worker and a [`Handle`] shared with everyone else.
+
+use std::cell::RefCell;
+use std::fmt;
+use std::io;
+use std::marker::PhantomData;
+use std::os::fd::RawFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::Waker;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use slab::Slab;
+
+use crate::Interest;
+use crate::io::ScheduledIo;
+use crate::metrics::{ReactorMetrics, ReactorStats, event_bucket};
+use crate::min_wait::{self, MinWait, Policy, WaitReport};
+use crate::park::{ParkState, Prepare, Unpark};
+use crate::sys::{self, Backend, Event, SysConfig, WAKE_TOKEN};
+use crate::time::queue::{self, TimerKey, TimerQueue};
+
+/// Largest accepted `max_events`.
+pub const MAX_EVENTS_LIMIT: usize = 1 << 16;
+
+/// How a reactor is built.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Which backend to drive.
+    pub backend: Backend,
+    /// The min_wait policy of blocking waits.
+    pub min_wait: MinWait,
+    /// Events collected per wait at most (`maxevents`).
+    pub max_events: usize,
+    /// Use `epoll_pwait2` when available; `false` forces the millisecond `epoll_wait` fallback.
+    pub epoll_pwait2: bool,
+    /// The index of the worker that owns this reactor (for tracing).
+    pub index: usize,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            backend: Backend::default(),
+            min_wait: MinWait::Off,
+            max_events: 1024,
+            epoll_pwait2: true,
+            index: 0,
+        }
+    }
+}
+
+/// Registered fds: a slab of readiness entries. A token is `generation << 32 | index`; the
+/// generation of a slot changes at every insert, so an event collected for a registration that
+/// has since been removed (and its slot reused) is recognised as stale and dropped.
+struct IoSet {
+    slab: Slab<Arc<ScheduledIo>>,
+    next_generation: u32,
+    shutdown: bool,
+}
+
+pub(crate) struct Inner {
+    registry: sys::Registry,
+    io: Mutex<IoSet>,
+    timers: Mutex<TimerQueue>,
+    park: ParkState,
+    pub(crate) metrics: ReactorMetrics,
+    shutdown: AtomicBool,
+    precise: AtomicBool,
+    index: usize,
+}
+
+/// A shared reference to a reactor: registers fds, arms timers, wakes the owner.
+#[derive(Clone)]
+pub struct Handle {
+    pub(crate) inner: Arc<Inner>,
+}
+
+/// The owner's side of a reactor: waits for events and dispatches them. One per worker.
+pub struct Driver {
+    handle: Handle,
+    selector: sys::Selector,
+    events: Vec<Event>,
+    max_events: usize,
+    policy: Policy,
+    wake: Vec<Waker>,
+}
+
+fn token(generation: u32, index: usize) -> u64 {
+    (u64::from(generation) << 32) | index as u64
+}
+
+fn split(token: u64) -> (u32, usize) {
+    ((token >> 32) as u32, (token & 0xFFFF_FFFF) as usize)
+}
+
+impl Driver {
+    /// Creates a reactor (an epoll instance and an eventfd, or a mio poller).
+    ///
+    /// # Errors
+    /// `InvalidInput` for a `max_events` of 0 or above [`MAX_EVENTS_LIMIT`]; the OS error when
+    /// the poller or its wake handle cannot be created (e.g. `EMFILE`).
+    pub fn new(cfg: &Config) -> io::Result<Driver> {
+        if cfg.max_events == 0 || cfg.max_events > MAX_EVENTS_LIMIT {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "max_events = {} is out of range 1..={MAX_EVENTS_LIMIT}",
+                    cfg.max_events
+                ),
+            ));
+        }
+        let (selector, registry) = sys::new(&SysConfig {
+            backend: cfg.backend,
+            epoll_pwait2: cfg.epoll_pwait2,
+            max_events: cfg.max_events,
+        })?;
+        let precise = selector.precise();
+        let inner = Arc::new(Inner {
+            registry,
+            io: Mutex::new(IoSet {
+                slab: Slab::new(),
+                next_generation: 0,
+                shutdown: false,
+            }),
+            timers: Mutex::new(TimerQueue::default()),
+            park: ParkState::new(),
+            metrics: ReactorMetrics::default(),
+            shutdown: AtomicBool::new(false),
+            precise: AtomicBool::new(precise),
+            index: cfg.index,
+        });
+        Ok(Driver {
+            handle: Handle { inner },
+            selector,
+            events: Vec::with_capacity(cfg.max_events),
+            max_events: cfg.max_events,
+            policy: Policy::new(cfg.min_wait, cfg.max_events),
+            wake: Vec::new(),
+        })
+    }
+
+    /// The shared handle of this reactor.
+    pub fn handle(&self) -> &Handle {
+        &self.handle
+    }
+
+    /// Makes this reactor the current one of this thread, as its owner (timers armed from
+    /// this thread then never need to wake it).
+    pub fn enter(&self) -> EnterGuard {
+        enter(self.handle.clone(), true)
+    }
+
+    /// Dispatches ready I/O and expired timers without blocking. Returns how many wakers were
+    /// woken.
+    ///
+    /// # Errors
+    /// Only unexpected OS errors from the poller.
+    pub fn poll(&mut self) -> io::Result<usize> {
+        self.turn(Some(Duration::ZERO))
+    }
+
+    /// Blocks until I/O is ready, a timer fires, `timeout` passes or [`Handle::unpark`] is
+    /// called — with the min_wait window applied. Returns how many wakers were woken.
+    ///
+    /// Returns at once (without a syscall) if an unpark is pending.
+    ///
+    /// # Errors
+    /// Only unexpected OS errors from the poller.
+    pub fn park(&mut self, timeout: Option<Duration>) -> io::Result<usize> {
+        let inner = self.handle.inner.clone();
+        match inner.park.prepare_park() {
+            Prepare::Notified => return Ok(0),
+            Prepare::Block => {}
+        }
+        tracing::trace!(target: "weir::reactor", worker = inner.index, ?timeout, "park");
+        let res = self.turn(timeout);
+        let notified = inner.park.finish_park();
+        tracing::trace!(target: "weir::reactor", worker = inner.index, notified, "unpark");
+        res
+    }
+
+    /// The deadline of the earliest armed timer.
+    pub fn next_timer(&self) -> Option<Instant> {
+        self.handle
+            .inner
+            .timers
+            .lock()
+            .next_deadline()
+            .map(queue::from_ns)
+    }
+
+    fn turn(&mut self, timeout: Option<Duration>) -> io::Result<usize> {
+        let inner = self.handle.inner.clone();
+        let mut woken = self.expire_timers();
+        // Timers fired: their tasks are queued, so do not block.
+        let blocking = woken == 0 && timeout != Some(Duration::ZERO);
+        let timeout = if !blocking {
+            Some(Duration::ZERO)
+        } else {
+            match self.next_timer() {
+                Some(t) => {
+                    let until = t.saturating_duration_since(Instant::now());
+                    Some(timeout.map_or(until, |d| d.min(until)))
+                }
+                None => timeout,
+            }
+        };
+        self.events.clear();
+        let report = if blocking && timeout != Some(Duration::ZERO) {
+            let window = self.policy.window();
+            let report = min_wait::wait(
+                &mut self.selector,
+                &inner.registry,
+                &mut self.events,
+                self.max_events,
+                timeout,
+                window,
+            )?;
+            self.record_wait(&report);
+            Some(report)
+        } else {
+            self.selector
+                .select(&inner.registry, &mut self.events, self.max_events, timeout)?;
+            inner.metrics.polls.add_owner(1);
+            None
+        };
+        woken += self.dispatch();
+        if report.is_some() || !self.events.is_empty() {
+            woken += self.expire_timers();
+        }
+        Ok(woken)
+    }
+
+    fn record_wait(&mut self, report: &WaitReport) {
+        let m = &self.handle.inner.metrics;
+        let worker = self.handle.inner.index;
+        m.waits.add_owner(1);
+        m.events_per_wait[event_bucket(report.events)].add_owner(1);
+        if let Some(w) = &report.window {
+            m.windows_opened.add_owner(1);
+            m.window_ns
+                .add_owner(u64::try_from(w.spent.as_nanos()).unwrap_or(u64::MAX));
+            m.window_events.add_owner(w.gathered as u64);
+            if w.full {
+                m.windows_full.add_owner(1);
+            }
+            tracing::trace!(
+                target: "weir::reactor",
+                worker,
+                gathered = w.gathered,
+                spent_ns = w.spent.as_nanos() as u64,
+                reason = if w.full { "full" } else { match w.end {
+                    min_wait::WindowEnd::Elapsed => "min_wait elapsed",
+                    min_wait::WindowEnd::Deadline => "timer deadline",
+                }},
+                "min_wait window closed"
+            );
+        }
+        tracing::trace!(
+            target: "weir::reactor",
+            worker,
+            events = report.events,
+            blocked_ns = report.blocked.as_nanos() as u64,
+            window = report.window.is_some(),
+            "wait"
+        );
+        if let Some(open) = self.policy.record(report) {
+            tracing::debug!(
+                target: "weir::reactor",
+                worker,
+                open,
+                gap_ns = self.policy.gap().as_nanos() as u64,
+                "adaptive min_wait window {}",
+                if open { "opened: medium load" } else { "closed" }
+            );
+        }
+    }
+
+    /// Sets readiness for the collected events and wakes their waiters.
+    fn dispatch(&mut self) -> usize {
+        if self.events.is_empty() {
+            return 0;
+        }
+        let inner = &*self.handle.inner;
+        let mut io_events = 0u64;
+        {
+            let set = inner.io.lock();
+            for ev in &self.events {
+                if ev.token == WAKE_TOKEN {
+                    inner.metrics.wakes_received.add_owner(1);
+                    continue;
+                }
+                io_events += 1;
+                let (generation, index) = split(ev.token);
+                if let Some(io) = set.slab.get(index)
+                    && io.generation() == generation
+                {
+                    io.set_readiness(ev.ready, &mut self.wake);
+                }
+            }
+        }
+        inner.metrics.events.add_owner(io_events);
+        let n = self.wake.len();
+        self.wake.drain(..).for_each(Waker::wake);
+        n
+    }
+
+    fn expire_timers(&mut self) -> usize {
+        let inner = &*self.handle.inner;
+        let now = queue::to_ns(Instant::now());
+        let n = {
+            let mut timers = inner.timers.lock();
+            match timers.next_deadline() {
+                Some(d) if d <= now => timers.expire(now, &mut self.wake),
+                _ => 0,
+            }
+        };
+        if n > 0 {
+            inner.metrics.timers_fired.add_owner(n as u64);
+            self.wake.drain(..).for_each(Waker::wake);
+        }
+        n
+    }
+
+    /// `true` if waits honour sub-millisecond timeouts (epoll with `epoll_pwait2`).
+    pub fn is_precise(&self) -> bool {
+        self.selector.precise()
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        self.handle.shutdown();
+    }
+}
+
+impl Handle {
+    /// The reactor of the current thread.
+    ///
+    /// # Panics
+    /// Outside a weir runtime (no reactor entered on this thread), with a message that says so.
+    #[track_caller]
+    pub fn current() -> Handle {
+        match Handle::try_current() {
+            Some(h) => h,
+            None => panic!(
+                "there is no weir reactor on this thread: this must be called from inside a weir \
+                 runtime (in `Runtime::block_on`, a spawned task, or after `Runtime::enter`)"
+            ),
+        }
+    }
+
+    /// The reactor of the current thread, if any.
+    pub fn try_current() -> Option<Handle> {
+        CURRENT.with(|c| c.borrow().as_ref().map(|c| c.handle.clone()))
+    }
+
+    /// Makes this reactor the current one of this thread until the guard is dropped.
+    pub fn enter(&self) -> EnterGuard {
+        enter(self.clone(), false)
+    }
+
+    /// Wakes the owner if it is parked (one eventfd write); costs no syscall if it is running.
+    pub fn unpark(&self) {
+        let inner = &*self.inner;
+        match inner.park.unpark() {
+            Unpark::Signal => {
+                inner.metrics.wakes_sent.add_shared(1);
+                if let Err(e) = inner.registry.wake() {
+                    tracing::error!(target: "weir::reactor", error = %e, "failed to wake reactor");
+                }
+            }
+            Unpark::Done => inner.metrics.unparks_running.add_shared(1),
+        }
+    }
+
+    /// `true` if the owner is blocked in its driver right now (racy; for tests and metrics).
+    pub fn is_parked(&self) -> bool {
+        self.inner.park.is_parked()
+    }
+
+    /// A snapshot of this reactor's counters.
+    pub fn stats(&self) -> ReactorStats {
+        let regs = self.inner.io.lock().slab.len() as u64;
+        let timers = self.inner.timers.lock().len() as u64;
+        self.inner.metrics.snapshot(regs, timers)
+    }
+
+    /// The index of the worker that owns this reactor.
+    pub fn index(&self) -> usize {
+        self.inner.index
+    }
+
+    /// `true` if both handles point to the same reactor.
+    pub fn ptr_eq(&self, other: &Handle) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// `true` if the current thread owns this reactor (entered through [`Driver::enter`]).
+    pub fn is_owned_by_current_thread(&self) -> bool {
+        CURRENT.with(|c| {
+            c.borrow()
+                .as_ref()
+                .is_some_and(|c| c.owner && Arc::ptr_eq(&c.handle.inner, &self.inner))
+        })
+    }
+
+    /// `true` once the reactor has shut down.
+    pub fn is_shutdown(&self) -> bool {
+        self.inner.shutdown.load(Ordering::Acquire)
+    }
+
+    /// `true` if timers and waits on this reactor are nanosecond-precise.
+    pub fn is_precise(&self) -> bool {
+        self.inner.precise.load(Ordering::Relaxed)
+    }
+
+    /// The raw epoll fd, for backend-specific controls. `None` on the mio backend.
+    pub fn epoll_fd(&self) -> Option<RawFd> {
+        self.inner.registry.epoll_fd()
+    }
+
+    /// Shuts the reactor down: every registration's waiters are woken and see an error, every
+    /// timer waker is dropped. Idempotent.
+    pub fn shutdown(&self) {
+        let inner = &*self.inner;
+        if inner.shutdown.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let entries: Vec<Arc<ScheduledIo>> = {
+            let mut set = inner.io.lock();
+            set.shutdown = true;
+            set.slab.drain().collect()
+        };
+        for io in entries {
+            io.shutdown();
+        }
+        let mut wakers = Vec::new();
+        inner.timers.lock().drain(&mut wakers);
+        wakers.into_iter().for_each(Waker::wake);
+        tracing::debug!(target: "weir::reactor", worker = inner.index, "reactor shut down");
+    }
+
+    // ----- registrations -----
+
+    pub(crate) fn add_source(
+        &self,
+        fd: RawFd,
+        interest: Interest,
+    ) -> io::Result<(Arc<ScheduledIo>, u64)> {
+        let inner = &*self.inner;
+        let (io, tok) = {
+            let mut set = inner.io.lock();
+            if set.shutdown {
+                return Err(gone());
+            }
+            let generation = set.next_generation;
+            set.next_generation = (generation + 1) & 0x7FFF_FFFF;
+            let entry = set.slab.vacant_entry();
+            if entry.key() > u32::MAX as usize {
+                return Err(io::Error::other("too many registrations on one reactor"));
+            }
+            let io = Arc::new(ScheduledIo::new(generation));
+            let tok = token(generation, entry.key());
+            entry.insert(io.clone());
+            (io, tok)
+        };
+        if let Err(e) = inner.registry.register(fd, tok, interest) {
+            self.remove_source(tok);
+            return Err(e);
+        }
+        Ok((io, tok))
+    }
+
+    pub(crate) fn reregister_source(
+        &self,
+        fd: RawFd,
+        tok: u64,
+        interest: Interest,
+    ) -> io::Result<()> {
+        self.inner.registry.reregister(fd, tok, interest)
+    }
+
+    pub(crate) fn deregister_source(&self, fd: RawFd) -> io::Result<()> {
+        self.inner.registry.deregister(fd)
+    }
+
+    pub(crate) fn remove_source(&self, tok: u64) {
+        let (generation, index) = split(tok);
+        let removed = {
+            let mut set = self.inner.io.lock();
+            match set.slab.get(index) {
+                Some(io) if io.generation() == generation => Some(set.slab.remove(index)),
+                _ => None,
+            }
+        };
+        drop(removed);
+    }
+
+    // ----- timers -----
+
+    /// Arms a timer; wakes the owner if the timer is now the earliest and the caller is not the
+    /// owner (the owner recomputes its timeout before every wait).
+    pub(crate) fn timer_insert(&self, deadline: Instant, waker: Waker) -> TimerKey {
+        let inner = &*self.inner;
+        if inner.shutdown.load(Ordering::Acquire) {
+            panic!("a timer was armed on a weir runtime that has shut down; it would never fire");
+        }
+        let (key, earliest) = inner.timers.lock().insert(queue::to_ns(deadline), waker);
+        if earliest && !self.is_owned_by_current_thread() {
+            self.unpark();
+        }
+        key
+    }
+
+    pub(crate) fn timer_update(&self, key: TimerKey, waker: &Waker) -> bool {
+        self.inner.timers.lock().update(key, waker)
+    }
+
+    pub(crate) fn timer_cancel(&self, key: TimerKey) {
+        let waker = self.inner.timers.lock().remove(key);
+        drop(waker);
+    }
+}
+
+pub(crate) fn gone() -> io::Error {
+    io::Error::other("the weir reactor this I/O object was registered with has shut down")
+}
+
+impl fmt::Debug for Handle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Handle")
+            .field("worker", &self.inner.index)
+            .finish_non_exhaustive()
+    }
+}
+
+impl fmt::Debug for Driver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Driver")
+            .field("worker", &self.handle.inner.index)
+            .field("max_events", &self.max_events)
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+// ----- the current reactor of a thread -----
+
+struct Current {
+    handle: Handle,
+    owner: bool,
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Current>> = const { RefCell::new(None) };
+}
+
+/// Restores the previously current reactor when dropped.
+#[must_use = "the reactor stays current only while the guard lives"]
+pub struct EnterGuard {
+    prev: Option<Current>,
+    _not_send: PhantomData<*const ()>,
+}
+
+fn enter(handle: Handle, owner: bool) -> EnterGuard {
+    let prev = CURRENT.with(|c| c.borrow_mut().replace(Current { handle, owner }));
+    EnterGuard {
+        prev,
+        _not_send: PhantomData,
+    }
+}
+
+impl Drop for EnterGuard {
+    fn drop(&mut self) {
+        let prev = self.prev.take();
+        let _ = CURRENT.try_with(|c| *c.borrow_mut() = prev);
+    }
+}
+
+impl fmt::Debug for EnterGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EnterGuard").finish_non_exhaustive()
+    }
+}

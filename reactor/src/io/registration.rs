@@ -1,0 +1,244 @@
+//! [`Registration`]: an fd registered with one reactor, and its readiness futures.
+
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::os::fd::RawFd;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+
+use super::{ReadyEvent, ScheduledIo};
+use crate::driver::gone;
+use crate::{Direction, Handle, Interest, Ready, coop};
+
+/// An fd registered (edge-triggered) with a reactor.
+///
+/// The registration does not own the fd. Its owner calls [`deregister`](Self::deregister)
+/// before closing the fd; dropping the registration frees its readiness state. An event that
+/// was already collected for it when it was dropped is recognised as stale and ignored.
+///
+/// Readiness is tracked per registration: the driver sets bits when events arrive, operations
+/// clear them when they hit `WouldBlock` ([`clear_readiness`](Self::clear_readiness)).
+pub struct Registration {
+    handle: Handle,
+    shared: Arc<ScheduledIo>,
+    token: u64,
+}
+
+fn no_reactor() -> io::Error {
+    io::Error::other(
+        "there is no weir reactor on this thread: create I/O objects inside a weir runtime \
+         (in `Runtime::block_on`, a spawned task, or after `Runtime::enter`)",
+    )
+}
+
+impl Registration {
+    /// Registers `fd` with the reactor of the current thread — on a worker, the worker's own
+    /// reactor, so its readiness wakes tasks on that worker.
+    ///
+    /// # Errors
+    /// When no reactor is current, when the reactor has shut down, or the OS error of
+    /// `epoll_ctl` (e.g. `EPERM` for a regular file, `EEXIST` if `fd` is already registered).
+    pub fn new(fd: RawFd, interest: Interest) -> io::Result<Registration> {
+        let handle = Handle::try_current().ok_or_else(no_reactor)?;
+        Registration::with_handle(fd, interest, &handle)
+    }
+
+    /// Registers `fd` with a given reactor.
+    ///
+    /// # Errors
+    /// As [`new`](Self::new).
+    pub fn with_handle(fd: RawFd, interest: Interest, handle: &Handle) -> io::Result<Registration> {
+        let (shared, token) = handle.add_source(fd, interest)?;
+        Ok(Registration {
+            handle: handle.clone(),
+            shared,
+            token,
+        })
+    }
+
+    /// The reactor this registration belongs to.
+    pub fn handle(&self) -> &Handle {
+        &self.handle
+    }
+
+    /// Polls for readiness in one direction. Only the last task to poll a direction is woken
+    /// (use [`readiness`](Self::readiness) for several concurrent waiters).
+    ///
+    /// Spends one unit of the task's cooperative budget when ready.
+    pub fn poll_ready(&self, cx: &mut Context<'_>, dir: Direction) -> Poll<io::Result<ReadyEvent>> {
+        let coop = ready!(coop::poll_proceed(cx));
+        let ev = ready!(self.shared.poll_ready(cx, dir));
+        if ev.is_shutdown {
+            return Poll::Ready(Err(gone()));
+        }
+        coop.made_progress();
+        Poll::Ready(Ok(ev))
+    }
+
+    /// [`poll_ready`](Self::poll_ready) for reading.
+    pub fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<ReadyEvent>> {
+        self.poll_ready(cx, Direction::Read)
+    }
+
+    /// [`poll_ready`](Self::poll_ready) for writing.
+    pub fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<ReadyEvent>> {
+        self.poll_ready(cx, Direction::Write)
+    }
+
+    /// Waits until the fd is ready for any of `interest`. Any number of tasks may wait at once.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future loses no readiness.
+    pub fn readiness(&self, interest: Interest) -> Readiness<'_> {
+        Readiness {
+            reg: self,
+            mask: Ready::from_interest(interest),
+            key: None,
+        }
+    }
+
+    /// Clears readiness observed in `event` after an operation returned `WouldBlock`. If an event
+    /// arrived since `event` was observed, nothing is cleared.
+    pub fn clear_readiness(&self, event: ReadyEvent) {
+        self.shared.clear_readiness(event);
+    }
+
+    /// The readiness recorded right now for `interest` (no waker is stored).
+    pub fn ready_now(&self, interest: Interest) -> ReadyEvent {
+        self.shared.ready_now(Ready::from_interest(interest))
+    }
+
+    /// Runs `f` if the fd is known to be ready for `interest`; clears readiness when `f` returns
+    /// `WouldBlock`.
+    ///
+    /// # Errors
+    /// `WouldBlock` when not ready, otherwise whatever `f` returns.
+    pub fn try_io<R>(
+        &self,
+        interest: Interest,
+        f: impl FnOnce() -> io::Result<R>,
+    ) -> io::Result<R> {
+        let ev = self.ready_now(interest);
+        if ev.is_shutdown {
+            return Err(gone());
+        }
+        if ev.ready.is_empty() {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        match f() {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                self.clear_readiness(ev);
+                Err(e)
+            }
+            r => r,
+        }
+    }
+
+    /// Polls `f` until it does not return `WouldBlock`, waiting for readiness in `dir` between
+    /// attempts. The building block of `AsyncRead`/`AsyncWrite` implementations.
+    pub fn poll_io<R>(
+        &self,
+        cx: &mut Context<'_>,
+        dir: Direction,
+        mut f: impl FnMut() -> io::Result<R>,
+    ) -> Poll<io::Result<R>> {
+        loop {
+            let ev = ready!(self.poll_ready(cx, dir))?;
+            match f() {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.clear_readiness(ev),
+                r => return Poll::Ready(r),
+            }
+        }
+    }
+
+    /// Waits for `interest` and runs `f` until it does not return `WouldBlock`.
+    ///
+    /// # Cancel safety
+    /// Cancel safe as long as `f` is: readiness is never lost, but an `f` that did partial work
+    /// before returning `WouldBlock` is the caller's concern.
+    pub async fn async_io<R>(
+        &self,
+        interest: Interest,
+        mut f: impl FnMut() -> io::Result<R>,
+    ) -> io::Result<R> {
+        loop {
+            let ev = self.readiness(interest).await?;
+            match f() {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.clear_readiness(ev),
+                r => return r,
+            }
+        }
+    }
+
+    /// Changes the interest of the registered fd.
+    ///
+    /// # Errors
+    /// The OS error of `epoll_ctl(EPOLL_CTL_MOD)`.
+    pub fn reregister(&self, fd: RawFd, interest: Interest) -> io::Result<()> {
+        self.handle.reregister_source(fd, self.token, interest)
+    }
+
+    /// Removes `fd` from the reactor (call before closing it).
+    ///
+    /// # Errors
+    /// The OS error of `epoll_ctl(EPOLL_CTL_DEL)`, e.g. `ENOENT` if it was not registered.
+    pub fn deregister(&self, fd: RawFd) -> io::Result<()> {
+        self.handle.deregister_source(fd)
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.handle.remove_source(self.token);
+    }
+}
+
+impl fmt::Debug for Registration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Registration")
+            .field("worker", &self.handle.index())
+            .field("token", &self.token)
+            .finish()
+    }
+}
+
+/// Future of [`Registration::readiness`].
+#[must_use = "futures do nothing unless polled"]
+pub struct Readiness<'a> {
+    reg: &'a Registration,
+    mask: Ready,
+    key: Option<usize>,
+}
+
+impl Future for Readiness<'_> {
+    type Output = io::Result<ReadyEvent>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let coop = ready!(coop::poll_proceed(cx));
+        let ev = ready!(this.reg.shared.poll_waiter(cx, &mut this.key, this.mask));
+        if ev.is_shutdown {
+            return Poll::Ready(Err(gone()));
+        }
+        coop.made_progress();
+        Poll::Ready(Ok(ev))
+    }
+}
+
+impl Drop for Readiness<'_> {
+    fn drop(&mut self) {
+        if let Some(k) = self.key.take() {
+            self.reg.shared.remove_waiter(k);
+        }
+    }
+}
+
+impl fmt::Debug for Readiness<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Readiness")
+            .field("mask", &self.mask)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,45 @@
+//! weir's reactor: the driver contract and its backends, fd registration and readiness,
+//! wake-up of a parked worker, and nanosecond timers.
+//!
+//! # How it works
+//!
+//! Every worker of a weir runtime owns one [`Driver`]: an epoll instance (or a mio poller)
+//! with an eventfd wake handle, a slab of registrations and a timer queue. The worker is the
+//! only thread that waits on it. Everyone else holds a [`Handle`], through which they register
+//! fds (`epoll_ctl` is thread-safe), arm timers and wake the owner.
+//!
+//! * **Registration.** An fd is registered once, edge-triggered, under a token made of its slab
+//!   index and a generation. Its [`ScheduledIo`](crate::io) entry holds the readiness bits the
+//!   driver has seen, a tick bumped by each event, and the wakers of the tasks waiting in each
+//!   direction. Operations that hit `WouldBlock` clear the readiness they observed — unless the
+//!   tick moved, i.e. a new event arrived in between.
+//! * **Waiting.** [`Driver::park`] computes its timeout from the earliest timer, blocks in the
+//!   backend (with the [min_wait](min_wait) window if configured), marks readiness for the
+//!   collected events and wakes their tasks. Because a worker wakes tasks from its own thread,
+//!   the executor queues them on that worker.
+//! * **Waking.** [`Handle::unpark`] writes the eventfd only if the owner is actually blocked
+//!   (see `park.rs`); waking a running worker costs no syscall.
+//! * **Timers.** A sorted map from nanosecond deadline to waker per reactor (see
+//!   [`time`](crate::time)).
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+pub mod coop;
+mod driver;
+pub mod io;
+pub mod metrics;
+pub mod min_wait;
+#[doc(hidden)]
+pub mod park;
+mod ready;
+mod sys;
+pub mod thread;
+pub mod time;
+
+pub use driver::{Config, Driver, EnterGuard, Handle, MAX_EVENTS_LIMIT};
+pub use io::{AsyncFd, AsyncFdReadyGuard, ReadyEvent, Registration};
+pub use metrics::ReactorStats;
+pub use min_wait::MinWait;
+pub use ready::{Direction, Interest, Ready};
+pub use sys::Backend;

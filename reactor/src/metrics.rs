@@ -1,0 +1,130 @@
+//! Per-reactor counters. Written by the owning worker (plain load + store, no locked
+//! instruction) except where noted; read by anyone through [`ReactorStats`].
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// A counter with one writer (the owning worker) and any number of readers.
+#[derive(Debug, Default)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    /// Adds `n`. Only the owner thread may call this: the read-modify-write is not atomic.
+    #[inline]
+    pub fn add_owner(&self, n: u64) {
+        self.0.store(self.0.load(Relaxed).wrapping_add(n), Relaxed);
+    }
+    /// Adds `n` atomically (any thread).
+    #[inline]
+    pub fn add_shared(&self, n: u64) {
+        self.0.fetch_add(n, Relaxed);
+    }
+    /// The current value.
+    pub fn get(&self) -> u64 {
+        self.0.load(Relaxed)
+    }
+}
+
+/// Upper bounds (inclusive) of the events-per-wait histogram buckets; the last bucket is open.
+pub const EVENT_BUCKETS: [u64; 8] = [0, 1, 3, 7, 15, 31, 63, u64::MAX];
+
+/// Index of the bucket holding a wait that returned `n` events.
+pub fn event_bucket(n: usize) -> usize {
+    EVENT_BUCKETS
+        .iter()
+        .position(|&hi| n as u64 <= hi)
+        .unwrap_or(EVENT_BUCKETS.len() - 1)
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct ReactorMetrics {
+    pub(crate) waits: Counter,
+    pub(crate) polls: Counter,
+    pub(crate) events: Counter,
+    pub(crate) events_per_wait: [Counter; 8],
+    pub(crate) windows_opened: Counter,
+    pub(crate) windows_full: Counter,
+    pub(crate) window_ns: Counter,
+    pub(crate) window_events: Counter,
+    pub(crate) timers_fired: Counter,
+    pub(crate) wakes_received: Counter,
+    /// Any thread: eventfd writes made to wake this reactor's owner.
+    pub(crate) wakes_sent: Counter,
+    /// Any thread: unpark requests that found the owner running (no syscall).
+    pub(crate) unparks_running: Counter,
+}
+
+/// A snapshot of one reactor's counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReactorStats {
+    /// Blocking waits (the worker parked in its driver).
+    pub waits: u64,
+    /// Non-blocking polls (zero timeout: maintenance and spinning).
+    pub polls: u64,
+    /// I/O events delivered (blocking and non-blocking), wake-ups excluded.
+    pub events: u64,
+    /// Blocking waits by number of events returned; bucket `i` holds waits with at most
+    /// [`EVENT_BUCKETS`]`[i]` events (and more than the previous bound).
+    pub events_per_wait: [u64; 8],
+    /// min_wait windows opened.
+    pub windows_opened: u64,
+    /// Windows whose collecting poll filled the event buffer (`maxevents`).
+    pub windows_full: u64,
+    /// Total time spent inside windows, in nanoseconds.
+    pub window_nanos: u64,
+    /// Events gathered by windows' collecting polls (beyond the first wait's).
+    pub window_events: u64,
+    /// Timers that fired.
+    pub timers_fired: u64,
+    /// Wake-up events received on the eventfd / mio waker.
+    pub wakes_received: u64,
+    /// eventfd writes made to wake this reactor's parked owner.
+    pub wakes_sent: u64,
+    /// Wake requests that found the owner running and cost no syscall.
+    pub unparks_running: u64,
+    /// Registered fds right now.
+    pub registrations: u64,
+    /// Armed timers right now.
+    pub timers_armed: u64,
+}
+
+impl ReactorMetrics {
+    pub(crate) fn snapshot(&self, registrations: u64, timers_armed: u64) -> ReactorStats {
+        let mut epw = [0; 8];
+        for (o, c) in epw.iter_mut().zip(&self.events_per_wait) {
+            *o = c.get();
+        }
+        ReactorStats {
+            waits: self.waits.get(),
+            polls: self.polls.get(),
+            events: self.events.get(),
+            events_per_wait: epw,
+            windows_opened: self.windows_opened.get(),
+            windows_full: self.windows_full.get(),
+            window_nanos: self.window_ns.get(),
+            window_events: self.window_events.get(),
+            timers_fired: self.timers_fired.get(),
+            wakes_received: self.wakes_received.get(),
+            wakes_sent: self.wakes_sent.get(),
+            unparks_running: self.unparks_running.get(),
+            registrations,
+            timers_armed,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets() {
+        assert_eq!(event_bucket(0), 0);
+        assert_eq!(event_bucket(1), 1);
+        assert_eq!(event_bucket(2), 2);
+        assert_eq!(event_bucket(3), 2);
+        assert_eq!(event_bucket(4), 3);
+        assert_eq!(event_bucket(64), 7);
+        assert_eq!(event_bucket(10_000), 7);
+    }
+}

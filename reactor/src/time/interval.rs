@@ -1,0 +1,106 @@
+use std::future::poll_fn;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+use std::time::{Duration, Instant};
+
+use super::{Sleep, sleep_until};
+
+/// What an [`Interval`] does when ticks were missed (the task was late by more than a period).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MissedTickBehavior {
+    /// Fire the missed ticks back to back until caught up, keeping the original schedule.
+    #[default]
+    Burst,
+    /// Restart the schedule one period after the late tick.
+    Delay,
+    /// Skip the missed ticks; the next tick is the next multiple of the period on the original
+    /// schedule.
+    Skip,
+}
+
+/// Ticks every `period`, the first tick completing at once.
+///
+/// # Panics
+/// If `period` is zero.
+#[track_caller]
+pub fn interval(period: Duration) -> Interval {
+    interval_at(Instant::now(), period)
+}
+
+/// Ticks every `period`, the first tick at `start`.
+///
+/// # Panics
+/// If `period` is zero.
+#[track_caller]
+pub fn interval_at(start: Instant, period: Duration) -> Interval {
+    assert!(
+        !period.is_zero(),
+        "weir::time::interval: `period` must be non-zero"
+    );
+    Interval {
+        delay: sleep_until(start),
+        period,
+        missed: MissedTickBehavior::default(),
+    }
+}
+
+/// A stream of ticks; see [`interval`].
+#[derive(Debug)]
+pub struct Interval {
+    delay: Sleep,
+    period: Duration,
+    missed: MissedTickBehavior,
+}
+
+impl Interval {
+    /// Completes at the next tick, returning its scheduled instant.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a tick is consumed only when this returns.
+    pub async fn tick(&mut self) -> Instant {
+        poll_fn(|cx| self.poll_tick(cx)).await
+    }
+
+    /// Polls for the next tick.
+    pub fn poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
+        ready!(Pin::new(&mut self.delay).poll(cx));
+        let scheduled = self.delay.deadline();
+        let now = Instant::now();
+        let next = if now > scheduled + self.period {
+            match self.missed {
+                MissedTickBehavior::Burst => scheduled + self.period,
+                MissedTickBehavior::Delay => now + self.period,
+                MissedTickBehavior::Skip => {
+                    let late = (now - scheduled).as_nanos();
+                    let p = self.period.as_nanos();
+                    let periods = late / p + 1;
+                    scheduled + Duration::from_nanos(u64::try_from(periods * p).unwrap_or(u64::MAX))
+                }
+            }
+        } else {
+            scheduled + self.period
+        };
+        Pin::new(&mut self.delay).reset(next);
+        Poll::Ready(scheduled)
+    }
+
+    /// Restarts the schedule: the next tick is one period from now.
+    pub fn reset(&mut self) {
+        Pin::new(&mut self.delay).reset(Instant::now() + self.period);
+    }
+
+    /// The missed-tick behaviour.
+    pub fn missed_tick_behavior(&self) -> MissedTickBehavior {
+        self.missed
+    }
+
+    /// Sets the missed-tick behaviour.
+    pub fn set_missed_tick_behavior(&mut self, behavior: MissedTickBehavior) {
+        self.missed = behavior;
+    }
+
+    /// The period.
+    pub fn period(&self) -> Duration {
+        self.period
+    }
+}

@@ -1,0 +1,119 @@
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+use std::time::{Duration, Instant};
+
+use super::queue::{TimerKey, far_future};
+use crate::{Handle, coop};
+
+/// Waits until `duration` has elapsed.
+///
+/// Equivalent to `sleep_until(Instant::now() + duration)`. A duration too large for an
+/// `Instant` sleeps for about 30 years.
+///
+/// # Precision
+/// Never returns before the deadline; see the [module docs](crate::time) for how late.
+///
+/// # Panics
+/// When polled outside a weir runtime.
+///
+/// # Example
+/// ```ignore
+/// weir::time::sleep(std::time::Duration::from_micros(100)).await;
+/// ```
+pub fn sleep(duration: Duration) -> Sleep {
+    let deadline = Instant::now()
+        .checked_add(duration)
+        .unwrap_or_else(far_future);
+    sleep_until(deadline)
+}
+
+/// Waits until `deadline`.
+///
+/// # Panics
+/// When polled outside a weir runtime.
+pub fn sleep_until(deadline: Instant) -> Sleep {
+    Sleep {
+        deadline,
+        entry: None,
+    }
+}
+
+struct Armed {
+    handle: Handle,
+    key: TimerKey,
+}
+
+/// Future of [`sleep`] and [`sleep_until`].
+///
+/// Dropping an armed `Sleep` cancels its timer in O(log n) and frees its entry.
+#[must_use = "futures do nothing unless polled"]
+pub struct Sleep {
+    deadline: Instant,
+    entry: Option<Armed>,
+}
+
+impl Sleep {
+    /// The instant this sleep completes at.
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// `true` if the deadline has passed.
+    pub fn is_elapsed(&self) -> bool {
+        Instant::now() >= self.deadline
+    }
+
+    /// Moves the deadline; the timer is re-armed on the next poll.
+    pub fn reset(self: Pin<&mut Self>, deadline: Instant) {
+        let this = self.get_mut();
+        this.disarm();
+        this.deadline = deadline;
+    }
+
+    fn disarm(&mut self) {
+        if let Some(armed) = self.entry.take() {
+            armed.handle.timer_cancel(armed.key);
+        }
+    }
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        let coop = ready!(coop::poll_proceed(cx));
+        if Instant::now() >= this.deadline {
+            this.disarm();
+            coop.made_progress();
+            return Poll::Ready(());
+        }
+        if let Some(armed) = &this.entry
+            && armed.handle.timer_update(armed.key, cx.waker())
+        {
+            return Poll::Pending;
+        }
+        // Not armed yet (or the entry went away): arm it on this thread's reactor.
+        let handle = Handle::current();
+        let key = handle.timer_insert(this.deadline, cx.waker().clone());
+        this.entry = Some(Armed { handle, key });
+        Poll::Pending
+    }
+}
+
+impl Drop for Sleep {
+    fn drop(&mut self) {
+        self.disarm();
+    }
+}
+
+impl fmt::Debug for Sleep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sleep")
+            .field("deadline", &self.deadline)
+            .field("armed", &self.entry.is_some())
+            .finish()
+    }
+}

@@ -1,0 +1,73 @@
+//! # weir
+//!
+//! An async runtime for Linux servers. Every worker owns its own reactor (one epoll per worker)
+//! inside a work-stealing executor, so a task woken by a worker's epoll runs on that worker.
+//! Blocking waits can gather events for a *min_wait* window at medium load, idle workers can
+//! busy-poll before they sleep, and timers are nanosecond-precise (`epoll_pwait2`, timer slack
+//! 1 ns).
+//!
+//! ```
+//! use std::time::Duration;
+//!
+//! #[weir::main(workers = 2)]
+//! async fn main() {
+//!     let handles: Vec<_> = (0..4u64)
+//!         .map(|i| weir::spawn(async move {
+//!             weir::time::sleep(Duration::from_micros(100 * i)).await;
+//!             i * 2
+//!         }))
+//!         .collect();
+//!     let mut sum = 0;
+//!     for h in handles {
+//!         sum += h.await.unwrap();
+//!     }
+//!     assert_eq!(sum, 12);
+//! }
+//! ```
+//!
+//! The parts: [`runtime`] (build and run), [`task`] (spawn, join, yield), [`time`] (sleep,
+//! timeout, interval), [`io`] (readiness of raw fds). See `ARCHITECTURE.md` for how they fit.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+/// Building and running a runtime; metrics.
+pub mod runtime {
+    pub use weir_executor::{
+        Builder, EnterGuard, Handle, MAX_BUSY_POLL, MAX_MIN_WAIT, MAX_WORKERS, MIN_STACK_SIZE,
+        Runtime, RuntimeMetrics, TryCurrentError, WorkerStats,
+    };
+    pub use weir_reactor::metrics::EVENT_BUCKETS;
+    pub use weir_reactor::{Backend, MinWait, ReactorStats};
+
+    /// The index of the worker running the current task; `None` off the workers.
+    pub fn worker_index() -> Option<usize> {
+        weir_executor::current_worker_index()
+    }
+}
+
+/// Spawning tasks and waiting for them.
+pub mod task {
+    pub use weir_executor::task::{Id, id, try_id, yield_now};
+    pub use weir_executor::{
+        AbortHandle, JoinError, JoinHandle, spawn, spawn_blocking, spawn_local,
+    };
+}
+
+/// Timers with nanosecond resolution.
+pub mod time {
+    pub use weir_reactor::time::*;
+}
+
+/// Readiness-based I/O on raw fds.
+pub mod io {
+    pub use weir_reactor::{Interest, Ready};
+
+    /// Unix-specific I/O.
+    pub mod unix {
+        pub use weir_reactor::io::{AsyncFd, AsyncFdReadyGuard, TryIoError};
+    }
+}
+
+pub use task::spawn;
+pub use weir_macros::{main, test};

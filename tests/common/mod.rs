@@ -1,0 +1,106 @@
+//! Shared helpers of the integration tests.
+#![allow(dead_code)]
+
+use std::os::fd::{FromRawFd, OwnedFd};
+
+use weir::runtime::{Backend, Builder, Runtime};
+
+/// The flavours every runtime test runs on.
+#[derive(Clone, Copy, Debug)]
+pub enum Flavor {
+    CurrentThread,
+    Workers(usize),
+}
+
+pub fn build(flavor: Flavor, backend: Backend) -> Runtime {
+    let mut b = match flavor {
+        Flavor::CurrentThread => Builder::new_current_thread(),
+        Flavor::Workers(n) => {
+            let mut b = Builder::new_multi_thread();
+            b.workers(n);
+            b
+        }
+    };
+    b.backend(backend).build().expect("runtime builds")
+}
+
+/// Runs a runtime test body on current-thread, 1 worker and 4 workers, each on the epoll and the
+/// mio backend.
+#[macro_export]
+macro_rules! rt_test {
+    ($(#[$m:meta])* fn $name:ident($rt:ident) $body:block) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            use $crate::common::{build, Flavor};
+            use weir::runtime::Backend;
+
+            $(#[$m])*
+            fn run($rt: weir::runtime::Runtime) $body
+
+            #[test]
+            fn current_thread_epoll() { run(build(Flavor::CurrentThread, Backend::Epoll)) }
+            #[test]
+            fn current_thread_mio() { run(build(Flavor::CurrentThread, Backend::Mio)) }
+            #[test]
+            fn one_worker_epoll() { run(build(Flavor::Workers(1), Backend::Epoll)) }
+            #[test]
+            fn one_worker_mio() { run(build(Flavor::Workers(1), Backend::Mio)) }
+            #[test]
+            fn four_workers_epoll() { run(build(Flavor::Workers(4), Backend::Epoll)) }
+            #[test]
+            fn four_workers_mio() { run(build(Flavor::Workers(4), Backend::Mio)) }
+        }
+    };
+}
+
+/// A non-blocking pipe: (read end, write end).
+pub fn pipe() -> (OwnedFd, OwnedFd) {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
+    let r = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) };
+    assert_eq!(r, 0, "pipe2: {}", std::io::Error::last_os_error());
+    // SAFETY: both fds were just created by pipe2 and are owned by nobody else.
+    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
+}
+
+/// A non-blocking eventfd.
+pub fn eventfd() -> OwnedFd {
+    // SAFETY: eventfd takes no pointers; the result is checked.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    assert!(fd >= 0, "eventfd: {}", std::io::Error::last_os_error());
+    // SAFETY: a new fd owned by nobody else.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}
+
+pub fn write_fd(fd: &OwnedFd, data: &[u8]) -> std::io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: `data` is a live slice; the fd is open.
+    let n = unsafe { libc::write(fd.as_raw_fd(), data.as_ptr().cast(), data.len()) };
+    if n < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+pub fn read_fd(fd: &OwnedFd, buf: &mut [u8]) -> std::io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: `buf` is a live mutable slice; the fd is open.
+    let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+    if n < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+/// Open fds of this process.
+pub fn count_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+/// Threads of this process.
+pub fn count_threads() -> usize {
+    std::fs::read_dir("/proc/self/task").unwrap().count()
+}

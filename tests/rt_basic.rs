@@ -1,0 +1,114 @@
+//! Runtime basics on every flavour and backend.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+rt_test! {
+    fn block_on_returns_output(rt) {
+        assert_eq!(rt.block_on(async { 40 + 2 }), 42);
+    }
+}
+
+rt_test! {
+    fn spawned_tasks_from_tasks_all_complete(rt) {
+        let done = Arc::new(AtomicUsize::new(0));
+        let d = done.clone();
+        rt.block_on(async move {
+            let mut outer = Vec::new();
+            for i in 0..16usize {
+                let d = d.clone();
+                outer.push(weir::spawn(async move {
+                    let mut inner = Vec::new();
+                    for j in 0..64usize {
+                        let d = d.clone();
+                        inner.push(weir::spawn(async move {
+                            weir::task::yield_now().await;
+                            d.fetch_add(1, Ordering::SeqCst);
+                            i * 1000 + j
+                        }));
+                    }
+                    let mut sum = 0;
+                    for h in inner {
+                        sum += h.await.unwrap();
+                    }
+                    sum
+                }));
+            }
+            let mut total = 0;
+            for h in outer {
+                total += h.await.unwrap();
+            }
+            let expect: usize = (0..16).map(|i| (0..64).map(|j| i * 1000 + j).sum::<usize>()).sum();
+            assert_eq!(total, expect);
+        });
+        assert_eq!(done.load(Ordering::SeqCst), 16 * 64);
+    }
+}
+
+rt_test! {
+    fn spawn_from_outside_block_on(rt) {
+        let h = rt.spawn(async { 7 });
+        assert_eq!(rt.block_on(h).unwrap(), 7);
+    }
+}
+
+rt_test! {
+    fn panic_is_returned_as_join_error_and_worker_survives(rt) {
+        rt.block_on(async {
+            let h = weir::spawn(async {
+                if true {
+                    panic!("boom");
+                }
+            });
+            let err = h.await.unwrap_err();
+            assert!(err.is_panic());
+            assert!(err.to_string().contains("boom"), "{err}");
+            // The workers still run tasks.
+            assert_eq!(weir::spawn(async { 5 }).await.unwrap(), 5);
+        });
+    }
+}
+
+rt_test! {
+    fn abort_cancels_a_pending_task(rt) {
+        rt.block_on(async {
+            let h = weir::spawn(async {
+                weir::time::sleep(Duration::from_secs(3600)).await;
+            });
+            weir::task::yield_now().await;
+            h.abort();
+            let err = h.await.unwrap_err();
+            assert!(err.is_cancelled());
+        });
+    }
+}
+
+rt_test! {
+    fn sleep_never_returns_early(rt) {
+        rt.block_on(async {
+            for us in [0u64, 1, 10, 50, 100, 250, 1000, 3000] {
+                let d = Duration::from_micros(us);
+                let start = std::time::Instant::now();
+                weir::time::sleep(d).await;
+                assert!(start.elapsed() >= d, "slept {:?} < {:?}", start.elapsed(), d);
+            }
+        });
+    }
+}
+
+rt_test! {
+    fn spawn_blocking_runs_and_returns(rt) {
+        let v = rt.block_on(async {
+            weir::task::spawn_blocking(|| {
+                std::thread::sleep(Duration::from_millis(5));
+                99
+            })
+            .await
+            .unwrap()
+        });
+        assert_eq!(v, 99);
+    }
+}
