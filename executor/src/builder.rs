@@ -359,9 +359,9 @@ impl Drop for ExitGuard {
 
 fn worker_thread(
     shared: Arc<Shared>,
-    core: Box<worker::Core>,
+    core: worker::Core,
     alive: Arc<Alive>,
-) -> Box<worker::Core> {
+) -> worker::Core {
     let _exit = ExitGuard(alive);
     if let Err(e) = weir_reactor::thread::set_timer_slack(1) {
         tracing::warn!(target: "weir::worker", error = %e, "could not set timer slack; timers may be late");

@@ -5,7 +5,7 @@
 
 #[cfg(not(loom))]
 mod imp {
-    pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize};
+    pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, fence};
 
     /// `parking_lot::Mutex` with the std-like `lock()` the loom build also has.
     pub(crate) type Mutex<T> = parking_lot::Mutex<T>;
@@ -30,11 +30,17 @@ mod imp {
 #[cfg(loom)]
 mod imp {
     pub(crate) use loom::cell::UnsafeCell;
-    pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize};
+    pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, fence};
 
     /// loom's mutex with parking_lot's non-poisoning `lock()`.
     #[derive(Debug)]
     pub(crate) struct Mutex<T>(loom::sync::Mutex<T>);
+
+    impl<T: Default> Default for Mutex<T> {
+        fn default() -> Self {
+            Mutex::new(T::default())
+        }
+    }
 
     impl<T> Mutex<T> {
         pub(crate) fn new(v: T) -> Mutex<T> {

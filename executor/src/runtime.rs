@@ -67,7 +67,7 @@ impl Alive {
 pub struct Runtime {
     handle: Handle,
     flavor: Flavor,
-    threads: Vec<thread::JoinHandle<Box<Core>>>,
+    threads: Vec<thread::JoinHandle<Core>>,
     alive: Arc<Alive>,
     done: bool,
 }
@@ -105,7 +105,7 @@ impl Runtime {
     pub(crate) fn from_parts(
         shared: Arc<Shared>,
         flavor: Flavor,
-        threads: Vec<thread::JoinHandle<Box<Core>>>,
+        threads: Vec<thread::JoinHandle<Core>>,
         alive: Arc<Alive>,
     ) -> Runtime {
         Runtime {
@@ -195,15 +195,15 @@ impl Runtime {
         self.done = true;
         let shared = self.handle.shared.clone();
         shared.begin_shutdown();
-        let mut cores: Vec<Box<Core>> = Vec::new();
+        let mut cores: Vec<Core> = Vec::new();
         match self.flavor {
             Flavor::MultiThread => {
                 let all = self.alive.wait(deadline);
                 for t in self.threads.drain(..) {
-                    if all || t.is_finished() {
-                        if let Ok(core) = t.join() {
-                            cores.push(core);
-                        }
+                    if (all || t.is_finished())
+                        && let Ok(core) = t.join()
+                    {
+                        cores.push(core);
                     }
                 }
             }

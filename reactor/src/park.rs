@@ -60,7 +60,14 @@ pub struct ParkState {
     state: AtomicUsize,
 }
 
+impl Default for ParkState {
+    fn default() -> ParkState {
+        ParkState::new()
+    }
+}
+
 impl ParkState {
+    /// A new state: `EMPTY`.
     pub fn new() -> ParkState {
         ParkState {
             state: AtomicUsize::new(EMPTY),

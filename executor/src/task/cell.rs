@@ -96,9 +96,10 @@ where
     /// The caller holds `RUNNING`.
     unsafe fn poll_future(&self, cx: &mut Context<'_>) -> Poll<F::Output> {
         self.stage.with_mut(|p| {
-            // SAFETY: RUNNING gives exclusive access to the stage (caller's contract); the cell
-            // lives in an `Arc` and the stage is never moved while `Running`, so pinning holds.
+            // SAFETY: RUNNING gives exclusive access to the stage (caller's contract).
             match unsafe { &mut *p } {
+                // SAFETY: the cell lives in an `Arc` and the stage is never moved while
+                // `Running`, so the future stays pinned.
                 Stage::Running(f) => unsafe { Pin::new_unchecked(f) }.poll(cx),
                 _ => unreachable!("a task was polled after it completed"),
             }
@@ -336,8 +337,13 @@ mod loom_tests {
 
     impl Queue {
         fn run_all(&self) {
-            while let Some(t) = self.0.lock().pop_front() {
-                t.run();
+            loop {
+                // Not `while let`: its temporary guard would hold the lock across `run`.
+                let next = self.0.lock().pop_front();
+                match next {
+                    Some(t) => t.run(),
+                    None => return,
+                }
             }
         }
     }
@@ -360,7 +366,7 @@ mod loom_tests {
         }
     }
 
-    fn block_on_join<T>(join: &Arc<dyn Join<T>>, q: &Queue) -> Result<T, JoinError> {
+    fn block_on_join<T: 'static>(join: &Arc<dyn Join<T>>, q: &Queue) -> Result<T, JoinError> {
         let mut cx = Context::from_waker(Waker::noop());
         loop {
             q.run_all();
@@ -391,7 +397,8 @@ mod loom_tests {
                 let slot = slot.clone();
                 thread::spawn(move || {
                     loop {
-                        if let Some(w) = slot.lock().take() {
+                        let taken = slot.lock().take();
+                        if let Some(w) = taken {
                             w.wake();
                             return;
                         }

@@ -9,8 +9,11 @@
 //!   re-checks the queues, and only then blocks. If it finds work it takes itself off the list
 //!   again ([`Idle::remove_sleeper`]).
 //!
-//! The counters are `SeqCst`, as are the queue-length reads and writes on both sides, so either
-//! the producer sees the sleeper or the sleeper sees the task. A producer that sees a searcher
+//! Both sides are "publish, `fence(SeqCst)`, then look": the producer stores the task, fences,
+//! then reads the counters; the sleeper updates the counters, fences, then reads the queues. The
+//! two fences are totally ordered, so at least one side sees the other's write: either the
+//! producer sees the sleeper or the sleeper sees the task. (Explicit fences rather than `SeqCst`
+//! loads also make the argument checkable by loom, which models `SeqCst` accesses as `AcqRel`.) A producer that sees a searcher
 //! does nothing: that searcher re-checks the queues after it stops searching (it decrements the
 //! count before its re-check), and the last searcher to give up checks every queue.
 //!
@@ -19,7 +22,7 @@
 
 use std::sync::atomic::Ordering::SeqCst;
 
-use crate::loom::{AtomicUsize, Mutex};
+use crate::loom::{AtomicUsize, Mutex, fence};
 
 pub(crate) struct Idle {
     num_workers: usize,
@@ -41,6 +44,7 @@ impl Idle {
     /// After publishing work: the sleeper to unpark, if one should be. It is then counted as
     /// searching.
     pub(crate) fn worker_to_notify(&self) -> Option<usize> {
+        fence(SeqCst);
         if self.num_searching.load(SeqCst) != 0 || self.num_sleeping.load(SeqCst) == 0 {
             return None;
         }
@@ -77,6 +81,9 @@ impl Idle {
         let last = searching && self.num_searching.fetch_sub(1, SeqCst) == 1;
         sleepers.push(worker);
         self.num_sleeping.fetch_add(1, SeqCst);
+        drop(sleepers);
+        // Pairs with the producer's fence in `worker_to_notify`; the caller re-checks the queues.
+        fence(SeqCst);
         last
     }
 

@@ -24,10 +24,11 @@
 //! ```
 //!
 //! Tasks woken while the worker dispatches its reactor go to the back of its local queue (in
-//! event order); tasks woken by a running task on the same worker go to the LIFO slot (at most
+//! event order), and another worker is woken to steal only if more than one task was queued;
+//! tasks woken by a running task on the same worker go to the LIFO slot (at most
 //! [`MAX_LIFO_POLLS`] in a row, so two tasks ping-ponging cannot starve the queue). New spawns and
-//! yields go to the back. Wakes from other threads go to the inject queue (or, for pinned tasks,
-//! to the owning worker's inbox) and unpark a sleeper.
+//! yields go to the back and wake a sleeper to steal. Wakes from other threads go to the inject
+//! queue (or, for pinned tasks, to the owning worker's inbox) and unpark a sleeper.
 
 mod idle;
 mod park;
@@ -72,7 +73,7 @@ pub(crate) struct Shared {
     /// Round-robin choice of a reactor for threads that are not workers.
     next_reactor: AtomicUsize,
     /// Cores not running on any thread (the current-thread flavour between `block_on` calls).
-    pub(crate) idle_cores: parking_lot::Mutex<Vec<Box<Core>>>,
+    pub(crate) idle_cores: parking_lot::Mutex<Vec<Core>>,
     /// Threads waiting for a core to be released (current-thread `block_on` contention).
     pub(crate) core_waiters: parking_lot::Mutex<Vec<Waker>>,
 }
@@ -162,7 +163,7 @@ impl Shared {
         drivers: Vec<Driver>,
         blocking: Arc<blocking::Pool>,
         current_thread: bool,
-    ) -> (Arc<Shared>, Vec<Box<Core>>) {
+    ) -> (Arc<Shared>, Vec<Core>) {
         let n = drivers.len();
         let mut remotes = Vec::with_capacity(n);
         let mut cores = Vec::with_capacity(n);
@@ -175,7 +176,7 @@ impl Shared {
                 inbox_len: AtomicUsize::new(0),
                 metrics: WorkerMetrics::default(),
             });
-            cores.push(Box::new(Core {
+            cores.push(Core {
                 index,
                 driver,
                 queues: Some(Queues {
@@ -188,7 +189,7 @@ impl Shared {
                 lifo_polls: 0,
                 searching: false,
                 local_thread: None,
-            }));
+            });
         }
         let shared = Arc::new(Shared {
             remotes: remotes.into_boxed_slice(),
@@ -361,9 +362,9 @@ impl Wake for RootWaker {
 /// a root, until the runtime shuts down (a multi-thread worker). Returns the core.
 pub(crate) fn run<F: Future>(
     shared: &Arc<Shared>,
-    mut core: Box<Core>,
+    mut core: Core,
     root: Option<Pin<&mut F>>,
-) -> (Box<Core>, Option<F::Output>) {
+) -> (Core, Option<F::Output>) {
     let cx = WorkerCx {
         shared: shared.clone(),
         index: core.index,
@@ -460,10 +461,10 @@ impl Worker<'_> {
         core.tick = core.tick.wrapping_add(1);
         let tick = core.tick;
         let cfg = &self.shared.config;
-        if tick % cfg.event_interval == 0 {
+        if tick.is_multiple_of(cfg.event_interval) {
             self.maintenance();
         }
-        if tick % cfg.global_queue_interval == 0
+        if tick.is_multiple_of(cfg.global_queue_interval)
             && let Some(t) = self.shared.inject.pop()
         {
             return Some(t);
@@ -509,15 +510,22 @@ impl Worker<'_> {
         self.cx.in_dispatch.set(true);
         let r = f(&mut self.core.driver);
         self.cx.in_dispatch.set(false);
-        if self.cx.notify_pending.replace(false) {
-            self.shared.notify_parked();
-        }
+        self.notify_after_dispatch();
         match r {
             Ok(n) => n,
             Err(e) => {
                 tracing::error!(target: "weir::reactor", worker = self.cx.index, error = %e, "reactor wait failed");
                 0
             }
+        }
+    }
+
+    /// After a dispatch queued tasks here: wake another worker only if there is more than
+    /// this worker runs next. A lone task woken by this worker's reactor stays on this worker
+    /// (nobody is woken to steal it), which keeps a connection's task next to its epoll.
+    pub(super) fn notify_after_dispatch(&self) {
+        if self.cx.notify_pending.replace(false) && self.cx.queues.borrow().local.len() > 1 {
+            self.shared.notify_parked();
         }
     }
 

@@ -77,9 +77,7 @@ impl Worker<'_> {
         self.cx.in_dispatch.set(false);
         // Off the sleepers list before announcing work, or the notification could pick us.
         self.core.searching = idle.remove_sleeper(index);
-        if self.cx.notify_pending.replace(false) {
-            self.shared.notify_parked();
-        }
+        self.notify_after_dispatch();
         tracing::trace!(
             target: "weir::worker",
             worker = index,

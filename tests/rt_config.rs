@@ -1,0 +1,171 @@
+//! Builder validation and settings that change counters but not results.
+
+mod common;
+
+use std::time::Duration;
+
+use weir::runtime::{Builder, MinWait};
+
+fn err_of(b: &mut Builder) -> String {
+    let e = b.build().expect_err("invalid configuration must not build");
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    e.to_string()
+}
+
+#[test]
+fn builder_errors_name_the_bad_value() {
+    let cases: Vec<(Builder, &str)> = vec![
+        (
+            Builder::new_multi_thread().workers(0).clone(),
+            "workers = 0",
+        ),
+        (
+            Builder::new_multi_thread().workers(5000).clone(),
+            "workers = 5000",
+        ),
+        (
+            Builder::new_current_thread().workers(4).clone(),
+            "workers = 4",
+        ),
+        (
+            Builder::new_multi_thread()
+                .min_wait(Duration::from_secs(5))
+                .clone(),
+            "min_wait = 5s",
+        ),
+        (
+            Builder::new_multi_thread()
+                .min_wait_adaptive(Duration::from_millis(500))
+                .clone(),
+            "min_wait = 500ms",
+        ),
+        (
+            Builder::new_multi_thread()
+                .min_wait_adaptive(Duration::ZERO)
+                .clone(),
+            "max = 0ns",
+        ),
+        (
+            Builder::new_multi_thread()
+                .busy_poll(Duration::from_secs(2))
+                .clone(),
+            "busy_poll = 2s",
+        ),
+        (
+            Builder::new_multi_thread().event_interval(0).clone(),
+            "event_interval = 0",
+        ),
+        (
+            Builder::new_multi_thread().global_queue_interval(0).clone(),
+            "global_queue_interval = 0",
+        ),
+        (
+            Builder::new_multi_thread().max_events(0).clone(),
+            "max_events = 0",
+        ),
+        (
+            Builder::new_multi_thread().max_blocking_threads(0).clone(),
+            "max_blocking_threads = 0",
+        ),
+        (
+            Builder::new_multi_thread().thread_stack_size(1024).clone(),
+            "thread_stack_size = 1024",
+        ),
+        (
+            Builder::new_multi_thread().thread_name("a\0b").clone(),
+            "thread_name = \"a\\0b\"",
+        ),
+    ];
+    for (mut b, needle) in cases {
+        let msg = err_of(&mut b);
+        assert!(msg.contains(needle), "{msg:?} should name {needle:?}");
+    }
+}
+
+#[test]
+fn valid_extremes_build() {
+    let rt = Builder::new_multi_thread()
+        .workers(1)
+        .min_wait(weir::runtime::MAX_MIN_WAIT)
+        .busy_poll(Duration::from_micros(1))
+        .max_events(1)
+        .event_interval(1)
+        .global_queue_interval(1)
+        .build()
+        .unwrap();
+    assert_eq!(rt.block_on(async { 3 }), 3);
+    let rt = Builder::new_current_thread()
+        .min_wait_policy(MinWait::Adaptive {
+            max: Duration::from_micros(200),
+        })
+        .build()
+        .unwrap();
+    assert_eq!(rt.block_on(async { 4 }), 4);
+}
+
+/// A ping-pong over channels of pipes across two tasks, so workers run out of work often.
+async fn workload() -> u64 {
+    use weir::io::unix::AsyncFd;
+    let mut sum = 0;
+    for i in 0..200u64 {
+        let (r, w) = common::pipe();
+        let r = AsyncFd::new(r).unwrap();
+        let h = weir::spawn(async move {
+            weir::time::sleep(Duration::from_micros(20)).await;
+            common::write_fd(&w, &[1]).unwrap();
+            i
+        });
+        let mut buf = [0u8; 1];
+        loop {
+            let mut g = r.readable().await.unwrap();
+            if let Ok(res) = g.try_io(|fd| common::read_fd(fd.get_ref(), &mut buf)) {
+                res.unwrap();
+                break;
+            }
+        }
+        sum += h.await.unwrap();
+    }
+    sum
+}
+
+#[test]
+fn busy_poll_changes_spin_counters_not_results() {
+    let run = |busy: Duration| {
+        let rt = Builder::new_multi_thread()
+            .workers(2)
+            .busy_poll(busy)
+            .build()
+            .unwrap();
+        let out = rt.block_on(async { weir::spawn(workload()).await.unwrap() });
+        let spins: u64 = rt
+            .metrics()
+            .workers()
+            .iter()
+            .map(|w| w.spins_found + w.spins_gave_up)
+            .sum();
+        (out, spins)
+    };
+    let (plain, plain_spins) = run(Duration::ZERO);
+    let (busy, busy_spins) = run(Duration::from_micros(200));
+    assert_eq!(plain, busy);
+    assert_eq!(plain, (0..200).sum::<u64>());
+    assert_eq!(plain_spins, 0, "no spinning without busy_poll");
+    assert!(busy_spins > 0, "busy_poll spins");
+}
+
+#[test]
+fn min_wait_changes_batching_counters_not_results() {
+    let run = |mw: Duration| {
+        let rt = Builder::new_multi_thread()
+            .workers(1)
+            .min_wait(mw)
+            .build()
+            .unwrap();
+        let out = rt.block_on(async { weir::spawn(workload()).await.unwrap() });
+        (out, rt.metrics().worker(0).reactor.windows_opened)
+    };
+    let (plain, plain_windows) = run(Duration::ZERO);
+    let (batched, _) = run(Duration::from_micros(100));
+    assert_eq!(plain, batched);
+    assert_eq!(plain_windows, 0);
+}

@@ -1,0 +1,139 @@
+//! Readiness through the worker reactors: AsyncFd, and tasks staying on the worker whose
+//! epoll woke them.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use common::{eventfd, pipe, read_fd, write_fd};
+use weir::io::unix::AsyncFd;
+use weir::runtime::{Backend, Builder};
+
+rt_test! {
+    fn readable_after_write_then_pending_after_clear(rt) {
+        rt.block_on(async {
+            let (r, w) = pipe();
+            let afd = AsyncFd::new(r).unwrap();
+            let writer = std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(5));
+                write_fd(&w, b"hello").unwrap();
+                w
+            });
+            let mut buf = [0u8; 16];
+            let n = loop {
+                let mut guard = afd.readable().await.unwrap();
+                match guard.try_io(|fd| read_fd(fd.get_ref(), &mut buf)) {
+                    Ok(r) => break r.unwrap(),
+                    Err(_would_block) => continue,
+                }
+            };
+            assert_eq!(&buf[..n], b"hello");
+            // Drained: the next read would block, so readiness gets cleared and a wait pends.
+            let mut guard = afd.readable().await.unwrap();
+            assert!(guard.try_io(|fd| read_fd(fd.get_ref(), &mut buf)).is_err());
+            let pending = weir::time::timeout(Duration::from_millis(20), afd.readable()).await;
+            assert!(pending.is_err(), "no data, so not readable");
+            drop(writer.join().unwrap());
+        });
+    }
+}
+
+rt_test! {
+    fn many_tasks_wait_on_one_fd(rt) {
+        rt.block_on(async {
+            let efd = Arc::new(AsyncFd::new(eventfd()).unwrap());
+            let woke = Arc::new(AtomicUsize::new(0));
+            let mut hs = Vec::new();
+            for _ in 0..8 {
+                let (efd, woke) = (efd.clone(), woke.clone());
+                hs.push(weir::spawn(async move {
+                    let _g = efd.readable().await.unwrap();
+                    woke.fetch_add(1, Ordering::SeqCst);
+                }));
+            }
+            weir::time::sleep(Duration::from_millis(5)).await;
+            write_fd(efd.get_ref(), &1u64.to_ne_bytes()).unwrap();
+            for h in hs {
+                h.await.unwrap();
+            }
+            assert_eq!(woke.load(Ordering::SeqCst), 8);
+        });
+    }
+}
+
+/// The design's core promise: readiness delivered by worker A's epoll brings the task to A.
+fn woken_task_runs_on_registering_worker(backend: Backend) {
+    let rt = Builder::new_multi_thread()
+        .workers(4)
+        .backend(backend)
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        for round in 0..20 {
+            let (r, w) = pipe();
+            let (tx, rx) = std::sync::mpsc::channel::<()>();
+            let task = weir::spawn(async move {
+                let a = weir::runtime::worker_index().expect("tasks run on workers");
+                let afd = AsyncFd::new(r).unwrap();
+                assert_eq!(
+                    afd.registration().handle().index(),
+                    a,
+                    "registered on own reactor"
+                );
+                tx.send(()).unwrap();
+                let _ready = afd.readable().await.unwrap();
+                let b = weir::runtime::worker_index().unwrap();
+                (a, b)
+            });
+            // Write from a plain thread once the task waits, so the only path to the task is
+            // worker A's epoll.
+            let writer = std::thread::spawn(move || {
+                rx.recv().unwrap();
+                std::thread::sleep(Duration::from_millis(10));
+                write_fd(&w, b"x").unwrap();
+                w
+            });
+            let (a, b) = task.await.unwrap();
+            assert_eq!(
+                a, b,
+                "round {round}: registered on worker {a}, resumed on worker {b}"
+            );
+            drop(writer.join().unwrap());
+        }
+    });
+}
+
+#[test]
+fn woken_task_runs_on_registering_worker_epoll() {
+    woken_task_runs_on_registering_worker(Backend::Epoll);
+}
+
+#[test]
+fn woken_task_runs_on_registering_worker_mio() {
+    woken_task_runs_on_registering_worker(Backend::Mio);
+}
+
+#[test]
+fn reactor_wakes_are_counted_on_the_owning_worker() {
+    let rt = Builder::new_multi_thread().workers(2).build().unwrap();
+    let idx = rt.block_on(async {
+        weir::spawn(async {
+            let (r, w) = pipe();
+            let afd = AsyncFd::new(r).unwrap();
+            let writer = std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(10));
+                write_fd(&w, b"x").unwrap();
+                w
+            });
+            let _ = afd.readable().await.unwrap();
+            drop(writer.join().unwrap());
+            weir::runtime::worker_index().unwrap()
+        })
+        .await
+        .unwrap()
+    });
+    let stats = rt.metrics().worker(idx);
+    assert!(stats.reactor.events >= 1, "{stats:?}");
+}

@@ -1,0 +1,110 @@
+//! Shutdown: remaining tasks are cancelled, and no fd or thread outlives the runtime.
+//!
+//! One test function in its own binary, so no other test opens fds or threads meanwhile.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use common::{Flavor, build, count_fds, count_threads, pipe};
+use weir::io::unix::AsyncFd;
+use weir::runtime::Backend;
+
+struct DropCount(Arc<AtomicUsize>);
+impl Drop for DropCount {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn exercise(flavor: Flavor, backend: Backend) {
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let rt = build(flavor, backend);
+    let d = dropped.clone();
+    rt.block_on(async move {
+        // Tasks blocked on I/O that will never come, holding pipes.
+        for _ in 0..8 {
+            let d = d.clone();
+            weir::spawn(async move {
+                let _guard = DropCount(d);
+                let (r, _w) = pipe();
+                let afd = AsyncFd::new(r).unwrap();
+                let _ = afd.readable().await;
+            });
+        }
+        // Tasks asleep for an hour.
+        for _ in 0..8 {
+            let d = d.clone();
+            weir::spawn(async move {
+                let _guard = DropCount(d);
+                weir::time::sleep(Duration::from_secs(3600)).await;
+            });
+        }
+        // A local task, and short blocking work.
+        let d2 = d.clone();
+        weir::spawn(async move {
+            let _ = weir::task::spawn_local(async move {
+                let _guard = DropCount(d2);
+                std::future::pending::<()>().await;
+            });
+        })
+        .await
+        .unwrap();
+        let hs: Vec<_> = (0..4)
+            .map(|i| weir::task::spawn_blocking(move || i))
+            .collect();
+        for h in hs {
+            h.await.unwrap();
+        }
+        weir::time::sleep(Duration::from_millis(5)).await;
+    });
+    drop(rt);
+    assert_eq!(
+        dropped.load(Ordering::SeqCst),
+        17,
+        "{flavor:?} {backend:?}: every pending task dropped"
+    );
+}
+
+#[test]
+fn shutdown_cancels_tasks_and_leaks_no_fd_or_thread() {
+    // Warm up lazily initialised process state (std, the time base) before counting.
+    exercise(Flavor::CurrentThread, Backend::Epoll);
+    let (fds, threads) = (count_fds(), count_threads());
+    for flavor in [
+        Flavor::CurrentThread,
+        Flavor::Workers(1),
+        Flavor::Workers(4),
+    ] {
+        for backend in [Backend::Epoll, Backend::Mio] {
+            exercise(flavor, backend);
+            assert_eq!(count_fds(), fds, "{flavor:?} {backend:?}: fd leak");
+            assert_eq!(
+                settled_threads(threads),
+                threads,
+                "{flavor:?} {backend:?}: thread leak"
+            );
+        }
+    }
+    // shutdown_timeout with nothing stuck behaves the same.
+    let rt = build(Flavor::Workers(2), Backend::Epoll);
+    rt.block_on(async { weir::task::yield_now().await });
+    rt.shutdown_timeout(Duration::from_secs(5));
+    assert_eq!(count_fds(), fds);
+    assert_eq!(settled_threads(threads), threads);
+}
+
+/// The thread count, once it has had a moment to settle: a joined thread can stay listed in
+/// /proc/self/task for a few microseconds after `pthread_join` returns.
+fn settled_threads(expected: usize) -> usize {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let n = count_threads();
+        if n == expected || std::time::Instant::now() > deadline {
+            return n;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}

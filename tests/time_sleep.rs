@@ -1,0 +1,119 @@
+//! Timers: never early, timeout, interval, reset, cancellation.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use weir::time::{MissedTickBehavior, interval, sleep, sleep_until, timeout};
+
+rt_test! {
+    fn many_concurrent_sleeps_never_early(rt) {
+        rt.block_on(async {
+            let mut hs = Vec::new();
+            for i in 0..200u64 {
+                hs.push(weir::spawn(async move {
+                    let d = Duration::from_micros((i * 37) % 2000);
+                    let start = Instant::now();
+                    sleep(d).await;
+                    let el = start.elapsed();
+                    assert!(el >= d, "slept {el:?} < {d:?}");
+                }));
+            }
+            for h in hs {
+                h.await.unwrap();
+            }
+        });
+    }
+}
+
+rt_test! {
+    fn timeout_elapses_and_passes_through(rt) {
+        rt.block_on(async {
+            let r = timeout(Duration::from_millis(5), std::future::pending::<()>()).await;
+            assert!(r.is_err());
+            let r = timeout(Duration::from_millis(500), async { 9 }).await;
+            assert_eq!(r.unwrap(), 9);
+            // A ready future wins even with a zero timeout.
+            assert_eq!(timeout(Duration::ZERO, async { 1 }).await.unwrap(), 1);
+        });
+    }
+}
+
+rt_test! {
+    fn interval_ticks_on_schedule_never_early(rt) {
+        rt.block_on(async {
+            let start = Instant::now();
+            let period = Duration::from_millis(2);
+            let mut iv = interval(period);
+            let first = iv.tick().await;
+            assert!(first <= Instant::now());
+            for k in 1..=5u32 {
+                let t = iv.tick().await;
+                assert_eq!(t, first + period * k);
+                assert!(Instant::now() >= t);
+            }
+            assert!(start.elapsed() >= period * 5);
+        });
+    }
+}
+
+rt_test! {
+    fn interval_skip_and_delay(rt) {
+        rt.block_on(async {
+            let period = Duration::from_millis(2);
+            let mut iv = interval(period);
+            iv.set_missed_tick_behavior(MissedTickBehavior::Skip);
+            let first = iv.tick().await;
+            std::thread::sleep(Duration::from_millis(9));
+            let late = iv.tick().await; // the missed tick fires at once
+            assert_eq!(late, first + period);
+            let next = iv.tick().await;
+            assert!(next > Instant::now() - period && next >= first + period * 5);
+            let mut iv = interval(period);
+            iv.set_missed_tick_behavior(MissedTickBehavior::Delay);
+            iv.tick().await;
+            std::thread::sleep(Duration::from_millis(5));
+            let late = iv.tick().await;
+            let next = iv.tick().await;
+            assert!(next >= late + period);
+        });
+    }
+}
+
+rt_test! {
+    fn reset_and_drop_cancel(rt) {
+        rt.block_on(async {
+            let mut s = Box::pin(sleep(Duration::from_secs(3600)));
+            assert!(timeout(Duration::from_millis(2), s.as_mut()).await.is_err());
+            let deadline = Instant::now() + Duration::from_millis(3);
+            s.as_mut().reset(deadline);
+            s.as_mut().await;
+            assert!(Instant::now() >= deadline);
+            // A thousand armed-then-dropped timers leave nothing armed.
+            for _ in 0..1000 {
+                let _ = timeout(Duration::from_micros(1), sleep(Duration::from_secs(60))).await;
+            }
+            let armed: u64 = weir::runtime::Handle::current()
+                .metrics()
+                .workers()
+                .iter()
+                .map(|w| w.reactor.timers_armed)
+                .sum();
+            assert_eq!(armed, 0);
+            sleep_until(Instant::now()).await;
+        });
+    }
+}
+
+#[test]
+fn precise_backend_fires_sub_millisecond_timers() {
+    // Behavioural, not timing: on the epoll backend waits use nanosecond timeouts.
+    let rt = weir::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        sleep(Duration::from_micros(10)).await;
+    });
+    let s = rt.metrics().worker(0).reactor;
+    assert!(s.timers_fired >= 1 || s.waits == 0, "{s:?}");
+}
