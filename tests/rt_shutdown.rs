@@ -45,10 +45,10 @@ fn exercise(flavor: Flavor, backend: Backend) {
         // A local task, and short blocking work.
         let d2 = d.clone();
         weir::spawn(async move {
-            let _ = weir::task::spawn_local(async move {
+            drop(weir::task::spawn_local(async move {
                 let _guard = DropCount(d2);
                 std::future::pending::<()>().await;
-            });
+            }));
         })
         .await
         .unwrap();

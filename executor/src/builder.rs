@@ -357,11 +357,7 @@ impl Drop for ExitGuard {
     }
 }
 
-fn worker_thread(
-    shared: Arc<Shared>,
-    core: worker::Core,
-    alive: Arc<Alive>,
-) -> worker::Core {
+fn worker_thread(shared: Arc<Shared>, core: worker::Core, alive: Arc<Alive>) -> worker::Core {
     let _exit = ExitGuard(alive);
     if let Err(e) = weir_reactor::thread::set_timer_slack(1) {
         tracing::warn!(target: "weir::worker", error = %e, "could not set timer slack; timers may be late");

@@ -1,14 +1,149 @@
-//! Placeholder until the macros land.
+//! The `#[weir::main]` and `#[weir::test]` attributes.
+//!
+//! Use them through the `weir` crate, which re-exports both: `#[weir::main]` turns
+//! `async fn main` into a synchronous `main` that builds a weir runtime and blocks on the body;
+//! `#[weir::test]` does the same for a `#[test]` function.
+//!
+//! ```ignore
+//! #[weir::main(workers = 4, min_wait = "200us")]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let answer = weir::spawn(async { 6 * 7 }).await?;
+//!     println!("{answer}");
+//!     Ok(())
+//! }
+//! ```
+//!
+//! # Arguments
+//!
+//! Both attributes take the same `name = value` arguments, separated by commas, each at most
+//! once:
+//!
+//! | argument | value | builder call |
+//! |---|---|---|
+//! | `flavor` | `"multi_thread"` (default of `main`) or `"current_thread"` (default of `test`) | `Builder::new_multi_thread()` / `Builder::new_current_thread()` |
+//! | `workers` | integer literal ≥ 1; multi-thread runtimes only | `.workers(n)` |
+//! | `min_wait` | duration string; `"0us"` turns min_wait off | `.min_wait(d)` |
+//! | `min_wait_adaptive` | duration string > 0; not together with `min_wait` | `.min_wait_adaptive(d)` |
+//! | `busy_poll` | duration string | `.busy_poll(d)` |
+//! | `backend` | `"epoll"` or `"mio"` | `.backend(Backend::Epoll)` / `.backend(Backend::Mio)` |
+//! | `crate` | string holding the path of the weir crate (default `"::weir"`) | — |
+//!
+//! Settings left out keep the builder's defaults (for `workers`: the available parallelism).
+//!
+//! A duration string is an integer followed by a unit, with nothing in between: `ns`, `us` (or
+//! `µs`), `ms` or `s`, as in `"50ns"`, `"200us"`, `"1ms"`, `"2s"`. It must fit in a `u64` of
+//! nanoseconds. Values above the runtime's limits (`weir::runtime::MAX_WORKERS`,
+//! `MAX_MIN_WAIT`, `MAX_BUSY_POLL`) are rejected at compile time.
+//!
+//! Mistakes are compile errors at the offending token that say what to write instead, e.g.
+//!
+//! ```text
+//! error: invalid value for `flavor`: "multi"; accepted values: "current_thread", "multi_thread"
+//!  --> src/main.rs:1:23
+//!   |
+//! 1 | #[weir::main(flavor = "multi")]
+//!   |                       ^^^^^^^
+//! ```
+//!
+//! # The generated code
+//!
+//! The body becomes a nested `async fn` with the declared return type, so `return`, `?` and
+//! `.await` work as in any `async fn`, and type errors point into the body. The outer function
+//! keeps the name, visibility, attributes and return type, builds the runtime (panicking with
+//! the builder's error if the settings are rejected at run time), and returns what
+//! `Runtime::block_on` returns. The function must therefore be an `async fn` without
+//! parameters, generics, `unsafe`, `const` or an ABI. Being a nested function, the body cannot
+//! name `Self` or the enclosing function's local items from outside it (put the attribute on
+//! free functions).
+//!
+//! The range checks against `weir::runtime::MAX_*` are `const` assertions in the generated
+//! function, so they report at the offending value as `evaluation panicked: ...`. Inside
+//! `#[weir::test]` they only run in test builds (`cargo test`), where the function exists.
+
+mod args;
+mod duration;
+mod expand;
+
 use proc_macro::TokenStream;
 
-/// Runs `async fn main` on a weir runtime.
+use crate::args::Kind;
+
+/// Runs an `async fn` — usually `main` — to completion on a new weir runtime.
+///
+/// The function must be `async` and take no parameters; it may return anything (a
+/// `Result` for `?` in `main`, for example). Its name, visibility, attributes and return type
+/// are kept. The default runtime is multi-threaded with one worker per available CPU.
+///
+/// Arguments (all optional; see the [crate documentation](crate) for details): `workers = 4`,
+/// `flavor = "current_thread" | "multi_thread"`, `min_wait = "200us"`,
+/// `min_wait_adaptive = "200us"`, `busy_poll = "50us"`, `backend = "epoll" | "mio"`,
+/// `crate = "path::to::weir"`.
+///
+/// ```ignore
+/// use std::time::Duration;
+///
+/// #[weir::main(workers = 2, min_wait = "200us", busy_poll = "50us")]
+/// async fn main() -> Result<(), Box<dyn std::error::Error>> {
+///     let task = weir::spawn(async {
+///         weir::time::sleep(Duration::from_millis(1)).await;
+///         "done"
+///     });
+///     println!("{}", task.await?);
+///     Ok(())
+/// }
+/// ```
+///
+/// This is equivalent to
+///
+/// ```ignore
+/// fn main() -> Result<(), Box<dyn std::error::Error>> {
+///     weir::runtime::Builder::new_multi_thread()
+///         .workers(2)
+///         .min_wait(std::time::Duration::from_micros(200))
+///         .busy_poll(std::time::Duration::from_micros(50))
+///         .build()
+///         .expect("could not build the weir runtime")
+///         .block_on(async {
+///             // the body
+///             # Ok(())
+///         })
+/// }
+/// ```
 #[proc_macro_attribute]
-pub fn main(_args: TokenStream, item: TokenStream) -> TokenStream {
-    item
+pub fn main(args: TokenStream, item: TokenStream) -> TokenStream {
+    expand::expand(Kind::Main, args.into(), item.into()).into()
 }
 
-/// Runs an async test on a weir runtime.
+/// Runs an `async fn` test on a new weir runtime.
+///
+/// Generates a `#[test]` function (do not add `#[test]` yourself). Other attributes, such as
+/// `#[should_panic]`, `#[ignore]` and doc comments, are kept. The default runtime is a
+/// current-thread runtime: the test body and every task it spawns run on the test's thread.
+/// Ask for worker threads with `flavor = "multi_thread"` (and optionally `workers = n`).
+///
+/// Takes the same arguments as [`macro@main`].
+///
+/// ```ignore
+/// use std::time::Duration;
+///
+/// #[weir::test]
+/// async fn sleeps() {
+///     weir::time::sleep(Duration::from_millis(1)).await;
+/// }
+///
+/// #[weir::test(flavor = "multi_thread", workers = 2, backend = "mio")]
+/// async fn spawns() -> Result<(), weir::task::JoinError> {
+///     assert_eq!(weir::spawn(async { 1 + 1 }).await?, 2);
+///     Ok(())
+/// }
+///
+/// #[weir::test]
+/// #[should_panic(expected = "boom")]
+/// async fn panics() {
+///     panic!("boom");
+/// }
+/// ```
 #[proc_macro_attribute]
-pub fn test(_args: TokenStream, item: TokenStream) -> TokenStream {
-    item
+pub fn test(args: TokenStream, item: TokenStream) -> TokenStream {
+    expand::expand(Kind::Test, args.into(), item.into()).into()
 }

@@ -7,12 +7,12 @@ use weir::runtime::{Backend, Builder, Runtime};
 
 /// The flavours every runtime test runs on.
 #[derive(Clone, Copy, Debug)]
-pub enum Flavor {
+pub(crate) enum Flavor {
     CurrentThread,
     Workers(usize),
 }
 
-pub fn build(flavor: Flavor, backend: Backend) -> Runtime {
+pub(crate) fn build(flavor: Flavor, backend: Backend) -> Runtime {
     let mut b = match flavor {
         Flavor::CurrentThread => Builder::new_current_thread(),
         Flavor::Workers(n) => {
@@ -55,7 +55,7 @@ macro_rules! rt_test {
 }
 
 /// A non-blocking pipe: (read end, write end).
-pub fn pipe() -> (OwnedFd, OwnedFd) {
+pub(crate) fn pipe() -> (OwnedFd, OwnedFd) {
     let mut fds = [0; 2];
     // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
     let r = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) };
@@ -65,7 +65,7 @@ pub fn pipe() -> (OwnedFd, OwnedFd) {
 }
 
 /// A non-blocking eventfd.
-pub fn eventfd() -> OwnedFd {
+pub(crate) fn eventfd() -> OwnedFd {
     // SAFETY: eventfd takes no pointers; the result is checked.
     let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
     assert!(fd >= 0, "eventfd: {}", std::io::Error::last_os_error());
@@ -73,7 +73,7 @@ pub fn eventfd() -> OwnedFd {
     unsafe { OwnedFd::from_raw_fd(fd) }
 }
 
-pub fn write_fd(fd: &OwnedFd, data: &[u8]) -> std::io::Result<usize> {
+pub(crate) fn write_fd(fd: &OwnedFd, data: &[u8]) -> std::io::Result<usize> {
     use std::os::fd::AsRawFd;
     // SAFETY: `data` is a live slice; the fd is open.
     let n = unsafe { libc::write(fd.as_raw_fd(), data.as_ptr().cast(), data.len()) };
@@ -84,7 +84,7 @@ pub fn write_fd(fd: &OwnedFd, data: &[u8]) -> std::io::Result<usize> {
     }
 }
 
-pub fn read_fd(fd: &OwnedFd, buf: &mut [u8]) -> std::io::Result<usize> {
+pub(crate) fn read_fd(fd: &OwnedFd, buf: &mut [u8]) -> std::io::Result<usize> {
     use std::os::fd::AsRawFd;
     // SAFETY: `buf` is a live mutable slice; the fd is open.
     let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
@@ -96,11 +96,11 @@ pub fn read_fd(fd: &OwnedFd, buf: &mut [u8]) -> std::io::Result<usize> {
 }
 
 /// Open fds of this process.
-pub fn count_fds() -> usize {
+pub(crate) fn count_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").unwrap().count()
 }
 
 /// Threads of this process.
-pub fn count_threads() -> usize {
+pub(crate) fn count_threads() -> usize {
     std::fs::read_dir("/proc/self/task").unwrap().count()
 }

@@ -27,8 +27,9 @@
 //! event order), and another worker is woken to steal only if more than one task was queued;
 //! tasks woken by a running task on the same worker go to the LIFO slot (at most
 //! [`MAX_LIFO_POLLS`] in a row, so two tasks ping-ponging cannot starve the queue). New spawns and
-//! yields go to the back and wake a sleeper to steal. Wakes from other threads go to the inject
-//! queue (or, for pinned tasks, to the owning worker's inbox) and unpark a sleeper.
+//! yields go to the back, and wake a sleeper to steal when more than one task is queued. Wakes
+//! from other threads go to the inject queue (or, for pinned tasks, to the owning worker's inbox)
+//! and unpark a sleeper.
 
 mod idle;
 mod park;
@@ -331,10 +332,13 @@ impl WorkerCx {
                 if q.local.push_back(task, &shared.inject) {
                     metrics.overflows.add_owner(1);
                 }
+                // Wake another worker only for work this one cannot start next: with a single
+                // queued task this worker runs it as soon as the current poll returns.
+                let surplus = q.local.len() + usize::from(q.lifo.is_some()) > 1;
                 drop(q);
                 if self.in_dispatch.get() {
                     self.notify_pending.set(true);
-                } else {
+                } else if surplus && shared.remotes.len() > 1 {
                     shared.notify_parked();
                 }
             }
@@ -524,7 +528,10 @@ impl Worker<'_> {
     /// this worker runs next. A lone task woken by this worker's reactor stays on this worker
     /// (nobody is woken to steal it), which keeps a connection's task next to its epoll.
     pub(super) fn notify_after_dispatch(&self) {
-        if self.cx.notify_pending.replace(false) && self.cx.queues.borrow().local.len() > 1 {
+        if self.cx.notify_pending.replace(false)
+            && self.shared.remotes.len() > 1
+            && self.cx.queues.borrow().local.len() > 1
+        {
             self.shared.notify_parked();
         }
     }

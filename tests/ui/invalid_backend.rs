@@ -1,0 +1,2 @@
+#[weir::main(backend = "io_uring")]
+async fn main() {}

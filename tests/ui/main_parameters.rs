@@ -1,0 +1,4 @@
+#[weir::main]
+async fn main(args: Vec<String>) {
+    let _ = args;
+}

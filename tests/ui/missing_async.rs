@@ -1,0 +1,5 @@
+#[weir::main]
+fn main() {}
+
+#[weir::test]
+fn not_async_test() {}

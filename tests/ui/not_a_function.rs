@@ -1,0 +1,4 @@
+#[weir::main]
+struct Main;
+
+fn main() {}

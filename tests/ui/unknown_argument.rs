@@ -1,0 +1,2 @@
+#[weir::main(foo = 1)]
+async fn main() {}

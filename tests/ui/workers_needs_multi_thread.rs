@@ -1,0 +1,5 @@
+#[weir::test(workers = 4)]
+async fn default_flavor() {}
+
+#[weir::main(flavor = "current_thread", workers = 4)]
+async fn main() {}

@@ -1,0 +1,2 @@
+#[weir::main(workers = 0)]
+async fn main() {}

@@ -1,0 +1,2 @@
+#[weir::main(crate = "not_weir")]
+async fn main() {}
