@@ -137,3 +137,46 @@ fn reactor_wakes_are_counted_on_the_owning_worker() {
     let stats = rt.metrics().worker(idx);
     assert!(stats.reactor.events >= 1, "{stats:?}");
 }
+
+/// min_wait configured on the builder reaches the worker's reactor: two pipe writes 5 ms apart
+/// arrive in one wait when min_wait is 50 ms.
+#[test]
+fn runtime_min_wait_gathers_events_into_one_wait() {
+    let rt = Builder::new_current_thread()
+        .min_wait(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (r1, w1) = pipe();
+        let (r2, w2) = pipe();
+        let a1 = AsyncFd::new(r1).unwrap();
+        let a2 = AsyncFd::new(r2).unwrap();
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(5));
+            write_fd(&w1, b"1").unwrap();
+            std::thread::sleep(Duration::from_millis(5));
+            write_fd(&w2, b"2").unwrap();
+            (w1, w2)
+        });
+        let _ = a1.readable().await.unwrap();
+        let _ = a2.readable().await.unwrap();
+        drop(writer.join().unwrap());
+    });
+    let s = rt.metrics().worker(0).reactor;
+    let multi: u64 = s.events_per_wait[2..].iter().sum();
+    assert!(s.windows_opened >= 1, "{s:?}");
+    assert!(multi >= 1, "a wait returned both events: {s:?}");
+}
+
+#[test]
+fn worker_threads_run_with_1ns_timer_slack() {
+    let rt = Builder::new_multi_thread().workers(2).build().unwrap();
+    let slack = rt.block_on(async { weir::spawn(async { weir_timer_slack() }).await.unwrap() });
+    assert_eq!(slack, 1);
+}
+
+fn weir_timer_slack() -> u64 {
+    // SAFETY: PR_GET_TIMERSLACK takes no pointer arguments.
+    let v = unsafe { libc::prctl(libc::PR_GET_TIMERSLACK, 0, 0, 0, 0) };
+    v as u64
+}
