@@ -367,7 +367,12 @@ impl Handle {
                 panic!("the weir runtime shut down while block_on was waiting");
             }
             if self.flavor_is_current_thread() {
-                shared.core_waiters.lock().push(waker.clone());
+                {
+                    let mut waiters = shared.core_waiters.lock();
+                    if !waiters.iter().any(|w| w.will_wake(&waker)) {
+                        waiters.push(waker.clone());
+                    }
+                }
                 if shared.idle_cores.lock().is_empty() {
                     thread::park();
                 }

@@ -6,7 +6,7 @@ use std::io;
 use std::marker::PhantomData;
 use std::os::fd::RawFd;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
@@ -69,6 +69,9 @@ pub(crate) struct Inner {
     shutdown: AtomicBool,
     precise: AtomicBool,
     index: usize,
+    /// The owner's last clock reading (ns since the timer base), taken when it expired timers.
+    /// A deadline at or before it has certainly passed.
+    clock_ns: AtomicU64,
 }
 
 /// A shared reference to a reactor: registers fds, arms timers, wakes the owner.
@@ -130,6 +133,7 @@ impl Driver {
             shutdown: AtomicBool::new(false),
             precise: AtomicBool::new(precise),
             index: cfg.index,
+            clock_ns: AtomicU64::new(0),
         });
         Ok(Driver {
             handle: Handle { inner },
@@ -169,15 +173,15 @@ impl Driver {
     /// # Errors
     /// Only unexpected OS errors from the poller.
     pub fn park(&mut self, timeout: Option<Duration>) -> io::Result<usize> {
-        let inner = self.handle.inner.clone();
-        match inner.park.prepare_park() {
+        match self.handle.inner.park.prepare_park() {
             Prepare::Notified => return Ok(0),
             Prepare::Block => {}
         }
-        tracing::trace!(target: "weir::reactor", worker = inner.index, ?timeout, "park");
+        let worker = self.handle.inner.index;
+        tracing::trace!(target: "weir::reactor", worker, ?timeout, "park");
         let res = self.turn(timeout);
-        let notified = inner.park.finish_park();
-        tracing::trace!(target: "weir::reactor", worker = inner.index, notified, "unpark");
+        let notified = self.handle.inner.park.finish_park();
+        tracing::trace!(target: "weir::reactor", worker, notified, "unpark");
         res
     }
 
@@ -192,7 +196,6 @@ impl Driver {
     }
 
     fn turn(&mut self, timeout: Option<Duration>) -> io::Result<usize> {
-        let inner = self.handle.inner.clone();
         let mut woken = self.expire_timers();
         // Timers fired: their tasks are queued, so do not block.
         let blocking = woken == 0 && timeout != Some(Duration::ZERO);
@@ -208,11 +211,12 @@ impl Driver {
             }
         };
         self.events.clear();
+        let registry = &self.handle.inner.registry;
         let report = if blocking && timeout != Some(Duration::ZERO) {
             let window = self.policy.window();
             let report = min_wait::wait(
                 &mut self.selector,
-                &inner.registry,
+                registry,
                 &mut self.events,
                 self.max_events,
                 timeout,
@@ -222,8 +226,8 @@ impl Driver {
             Some(report)
         } else {
             self.selector
-                .select(&inner.registry, &mut self.events, self.max_events, timeout)?;
-            inner.metrics.polls.add_owner(1);
+                .select(registry, &mut self.events, self.max_events, timeout)?;
+            self.handle.inner.metrics.polls.add_owner(1);
             None
         };
         woken += self.dispatch();
@@ -310,6 +314,7 @@ impl Driver {
     fn expire_timers(&mut self) -> usize {
         let inner = &*self.handle.inner;
         let now = queue::to_ns(Instant::now());
+        inner.clock_ns.store(now, Ordering::Relaxed);
         let n = {
             let mut timers = inner.timers.lock();
             match timers.next_deadline() {
@@ -347,6 +352,18 @@ impl Handle {
             Some(h) => h,
             None => panic!(
                 "there is no weir reactor on this thread: this must be called from inside a weir \
+                 runtime (in `Runtime::block_on`, a spawned task, or after `Runtime::enter`)"
+            ),
+        }
+    }
+
+    /// The reactor of the current thread and whether this thread owns it, in one lookup.
+    pub(crate) fn current_for_timer() -> (Handle, bool) {
+        let found = CURRENT.with(|c| c.borrow().as_ref().map(|c| (c.handle.clone(), c.owner)));
+        match found {
+            Some(f) => f,
+            None => panic!(
+                "there is no weir reactor on this thread: timers must be polled inside a weir \
                  runtime (in `Runtime::block_on`, a spawned task, or after `Runtime::enter`)"
             ),
         }
@@ -503,16 +520,24 @@ impl Handle {
 
     /// Arms a timer; wakes the owner if the timer is now the earliest and the caller is not the
     /// owner (the owner recomputes its timeout before every wait).
-    pub(crate) fn timer_insert(&self, deadline: Instant, waker: Waker) -> TimerKey {
+    ///
+    /// `owner`: the caller is the owning worker (from [`Handle::current_for_timer`]).
+    pub(crate) fn timer_insert(&self, deadline: Instant, waker: Waker, owner: bool) -> TimerKey {
         let inner = &*self.inner;
         if inner.shutdown.load(Ordering::Acquire) {
             panic!("a timer was armed on a weir runtime that has shut down; it would never fire");
         }
         let (key, earliest) = inner.timers.lock().insert(queue::to_ns(deadline), waker);
-        if earliest && !self.is_owned_by_current_thread() {
+        if earliest && !owner {
             self.unpark();
         }
         key
+    }
+
+    /// `true` if `deadline` is at or before the owner's last clock reading (so it has passed).
+    /// Costs no clock read; `false` says nothing.
+    pub(crate) fn has_passed(&self, deadline: Instant) -> bool {
+        queue::to_ns(deadline) <= self.inner.clock_ns.load(Ordering::Relaxed)
     }
 
     pub(crate) fn timer_update(&self, key: TimerKey, waker: &Waker) -> bool {

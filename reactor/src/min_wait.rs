@@ -157,6 +157,12 @@ pub(crate) fn wait(
     if first >= end {
         return Ok(report);
     }
+    tracing::trace!(
+        target: "weir::reactor",
+        first_events = n,
+        window_ns = (end - first).as_nanos() as u64,
+        "min_wait window opened"
+    );
     std::thread::sleep(end - first);
     let gathered = selector.select(registry, out, max, Some(Duration::ZERO))?;
     report.events += gathered;

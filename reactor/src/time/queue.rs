@@ -1,70 +1,97 @@
-//! The per-reactor timer queue: an ordered map from deadline to waker.
+//! The per-reactor timer queue: an indexed binary min-heap of deadlines over a slab of entries.
 //!
 //! Deadlines are nanoseconds since a process-wide base instant, so the queue has nanosecond
-//! resolution. Insert, cancel and re-arm are O(log n); a cancelled timer's memory is freed at
-//! once (no tombstones). Expiry pops from the front. The queue sits behind the reactor's mutex so
-//! any thread can add or cancel a timer; only the owning worker expires them.
+//! resolution. Insert, cancel and re-arm are O(log n): every entry knows its heap position, so a
+//! cancelled timer is taken out of the heap at once and its slot freed for reuse (no tombstone
+//! waits for its deadline). In steady state nothing is allocated: the heap and the slab keep their
+//! capacity. Expiry pops from the top. The queue sits behind the reactor's mutex so any thread can
+//! add or cancel a timer; only the owning worker expires them.
 
-use std::collections::BTreeMap;
 use std::sync::OnceLock;
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
-/// Identifies one armed timer. Unique per queue (the sequence number breaks deadline ties).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+use slab::Slab;
+
+/// Identifies one armed timer. The generation tells a live entry from a later one that reused
+/// its slot after it fired or was cancelled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct TimerKey {
-    pub(crate) deadline: u64,
-    seq: u64,
+    slot: u32,
+    generation: u32,
+}
+
+struct Entry {
+    waker: Waker,
+    /// Index of this entry in `heap`.
+    pos: usize,
+    generation: u32,
+}
+
+#[derive(Clone, Copy)]
+struct HeapItem {
+    deadline: u64,
+    slot: u32,
 }
 
 #[derive(Default)]
 pub(crate) struct TimerQueue {
-    map: BTreeMap<TimerKey, Waker>,
-    seq: u64,
+    /// Min-heap on `deadline`.
+    heap: Vec<HeapItem>,
+    entries: Slab<Entry>,
+    next_generation: u32,
 }
 
 impl TimerQueue {
     /// Arms a timer; returns its key and whether it is now the earliest.
     pub(crate) fn insert(&mut self, deadline: u64, waker: Waker) -> (TimerKey, bool) {
-        let key = TimerKey {
-            deadline,
-            seq: self.seq,
-        };
-        self.seq += 1;
-        let earliest = self.map.first_key_value().is_none_or(|(k, _)| key < *k);
-        self.map.insert(key, waker);
-        (key, earliest)
+        let generation = self.next_generation;
+        self.next_generation = self.next_generation.wrapping_add(1);
+        let pos = self.heap.len();
+        let slot = self.entries.insert(Entry {
+            waker,
+            pos,
+            generation,
+        });
+        let slot = u32::try_from(slot).expect("more than 2^32 armed timers on one reactor");
+        self.heap.push(HeapItem { deadline, slot });
+        let pos = self.sift_up(pos);
+        (TimerKey { slot, generation }, pos == 0)
+    }
+
+    fn entry(&self, key: TimerKey) -> Option<&Entry> {
+        self.entries
+            .get(key.slot as usize)
+            .filter(|e| e.generation == key.generation)
     }
 
     /// Replaces the waker of a still-armed timer; `false` if it already fired or was cancelled.
     pub(crate) fn update(&mut self, key: TimerKey, waker: &Waker) -> bool {
-        match self.map.get_mut(&key) {
-            Some(w) => {
-                if !w.will_wake(waker) {
-                    *w = waker.clone();
+        match self.entries.get_mut(key.slot as usize) {
+            Some(e) if e.generation == key.generation => {
+                if !e.waker.will_wake(waker) {
+                    e.waker = waker.clone();
                 }
                 true
             }
-            None => false,
+            _ => false,
         }
     }
 
     pub(crate) fn remove(&mut self, key: TimerKey) -> Option<Waker> {
-        self.map.remove(&key)
+        let pos = self.entry(key)?.pos;
+        Some(self.remove_at(pos))
     }
 
     pub(crate) fn next_deadline(&self) -> Option<u64> {
-        self.map.first_key_value().map(|(k, _)| k.deadline)
+        self.heap.first().map(|i| i.deadline)
     }
 
     /// Pops every timer due at `now` into `out`; returns how many.
     pub(crate) fn expire(&mut self, now: u64, out: &mut Vec<Waker>) -> usize {
         let mut n = 0;
-        while let Some(entry) = self.map.first_entry() {
-            if entry.key().deadline > now {
-                break;
-            }
-            out.push(entry.remove());
+        while self.heap.first().is_some_and(|i| i.deadline <= now) {
+            out.push(self.remove_at(0));
             n += 1;
         }
         n
@@ -72,11 +99,68 @@ impl TimerQueue {
 
     /// Drops every timer, handing their wakers to `out`.
     pub(crate) fn drain(&mut self, out: &mut Vec<Waker>) {
-        out.extend(std::mem::take(&mut self.map).into_values());
+        self.heap.clear();
+        out.extend(self.entries.drain().map(|e| e.waker));
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.map.len()
+        self.heap.len()
+    }
+
+    /// Removes the heap item at `pos` and its entry.
+    fn remove_at(&mut self, pos: usize) -> Waker {
+        let item = self.heap.swap_remove(pos);
+        if pos < self.heap.len() {
+            // The former last item now sits at `pos`: restore the heap order from there.
+            self.set_pos(pos);
+            let p = self.sift_up(pos);
+            if p == pos {
+                self.sift_down(pos);
+            }
+        }
+        self.entries.remove(item.slot as usize).waker
+    }
+
+    fn set_pos(&mut self, pos: usize) {
+        let slot = self.heap[pos].slot as usize;
+        self.entries[slot].pos = pos;
+    }
+
+    fn sift_up(&mut self, mut pos: usize) -> usize {
+        while pos > 0 {
+            let parent = (pos - 1) / 2;
+            if self.heap[parent].deadline <= self.heap[pos].deadline {
+                break;
+            }
+            self.heap.swap(parent, pos);
+            self.set_pos(pos);
+            pos = parent;
+        }
+        self.set_pos(pos);
+        pos
+    }
+
+    fn sift_down(&mut self, mut pos: usize) {
+        let len = self.heap.len();
+        loop {
+            let left = 2 * pos + 1;
+            if left >= len {
+                break;
+            }
+            let right = left + 1;
+            let child = if right < len && self.heap[right].deadline < self.heap[left].deadline {
+                right
+            } else {
+                left
+            };
+            if self.heap[pos].deadline <= self.heap[child].deadline {
+                break;
+            }
+            self.heap.swap(pos, child);
+            self.set_pos(pos);
+            pos = child;
+        }
+        self.set_pos(pos);
     }
 }
 
@@ -105,6 +189,7 @@ pub(crate) fn far_future() -> Instant {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
     use std::task::Waker;
 
     #[test]
@@ -117,6 +202,7 @@ mod tests {
         let (c, first) = q.insert(20, Waker::noop().clone());
         assert!(!first);
         assert!(q.remove(c).is_some());
+        assert!(q.remove(c).is_none(), "a key cancels once");
         assert_eq!(q.len(), 2);
         let mut out = Vec::new();
         assert_eq!(q.expire(25, &mut out), 1);
@@ -125,6 +211,54 @@ mod tests {
         assert_eq!(q.expire(30, &mut out), 1);
         assert!(!q.update(a, Waker::noop()));
         assert_eq!(q.len(), 0);
+        // The freed slot is reused, and the stale key does not touch its new occupant.
+        let (d, _) = q.insert(40, Waker::noop().clone());
+        assert!(q.remove(a).is_none());
+        assert!(q.remove(d).is_some());
+    }
+
+    /// Random inserts, cancels and expiries against a BTreeMap model.
+    #[test]
+    fn matches_an_ordered_map() {
+        let mut rng = 0x1234_5678_9abc_def0u64;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let mut q = TimerQueue::default();
+        let mut model: BTreeMap<(u64, u64), TimerKey> = BTreeMap::new();
+        let mut live: Vec<((u64, u64), TimerKey)> = Vec::new();
+        let mut now = 0u64;
+        for seq in 0..20_000u64 {
+            match next() % 4 {
+                0 | 1 => {
+                    let d = now + next() % 1000;
+                    let (k, _) = q.insert(d, Waker::noop().clone());
+                    model.insert((d, seq), k);
+                    live.push(((d, seq), k));
+                }
+                2 if !live.is_empty() => {
+                    let i = (next() as usize) % live.len();
+                    let (mk, k) = live.swap_remove(i);
+                    let in_model = model.remove(&mk).is_some();
+                    assert_eq!(q.remove(k).is_some(), in_model);
+                }
+                _ => {
+                    now += next() % 300;
+                    let mut out = Vec::new();
+                    let n = q.expire(now, &mut out);
+                    let due: Vec<_> = model.range(..(now + 1, 0)).map(|(k, _)| *k).collect();
+                    assert_eq!(n, due.len());
+                    for k in due {
+                        model.remove(&k);
+                    }
+                }
+            }
+            assert_eq!(q.len(), model.len());
+            assert_eq!(q.next_deadline(), model.keys().next().map(|k| k.0));
+        }
     }
 
     #[test]

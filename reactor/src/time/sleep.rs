@@ -82,22 +82,31 @@ impl Sleep {
 impl Future for Sleep {
     type Output = ();
 
+    /// No clock is read here: a timer's entry disappears only when its owner's clock passed the
+    /// deadline (or the reactor shut down, which is checked), and a deadline is compared with
+    /// the owner's last reading before arming.
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
         let coop = ready!(coop::poll_proceed(cx));
-        if Instant::now() >= this.deadline {
-            this.disarm();
+        if let Some(armed) = &this.entry {
+            if armed.handle.timer_update(armed.key, cx.waker()) {
+                return Poll::Pending;
+            }
+            if !armed.handle.is_shutdown() {
+                // Fired: the owner read a clock at or past the deadline before removing it.
+                this.entry = None;
+                coop.made_progress();
+                return Poll::Ready(());
+            }
+            // The reactor shut down and dropped its timers: arming again reports that.
+            this.entry = None;
+        }
+        let (handle, owner) = Handle::current_for_timer();
+        if handle.has_passed(this.deadline) {
             coop.made_progress();
             return Poll::Ready(());
         }
-        if let Some(armed) = &this.entry
-            && armed.handle.timer_update(armed.key, cx.waker())
-        {
-            return Poll::Pending;
-        }
-        // Not armed yet (or the entry went away): arm it on this thread's reactor.
-        let handle = Handle::current();
-        let key = handle.timer_insert(this.deadline, cx.waker().clone());
+        let key = handle.timer_insert(this.deadline, cx.waker().clone(), owner);
         this.entry = Some(Armed { handle, key });
         Poll::Pending
     }
