@@ -14,13 +14,13 @@
 //!   direction. Operations that hit `WouldBlock` clear the readiness they observed — unless the
 //!   tick moved, i.e. a new event arrived in between.
 //! * **Waiting.** [`Driver::park`] computes its timeout from the earliest timer, blocks in the
-//!   backend (with the [min_wait](min_wait) window if configured), marks readiness for the
+//!   backend (with the [`min_wait`] window if configured), marks readiness for the
 //!   collected events and wakes their tasks. Because a worker wakes tasks from its own thread,
 //!   the executor queues them on that worker.
 //! * **Waking.** [`Handle::unpark`] writes the eventfd only if the owner is actually blocked
 //!   (see `park.rs`); waking a running worker costs no syscall.
 //! * **Timers.** A sorted map from nanosecond deadline to waker per reactor (see
-//!   [`time`](crate::time)).
+//!   [`time`]).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]

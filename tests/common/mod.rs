@@ -13,6 +13,11 @@ pub(crate) enum Flavor {
 }
 
 pub(crate) fn build(flavor: Flavor, backend: Backend) -> Runtime {
+    build_with(flavor, backend, true)
+}
+
+/// `pwait2 = false` forces the `epoll_wait` fallback (millisecond timeouts) of old kernels.
+pub(crate) fn build_with(flavor: Flavor, backend: Backend, pwait2: bool) -> Runtime {
     let mut b = match flavor {
         Flavor::CurrentThread => Builder::new_current_thread(),
         Flavor::Workers(n) => {
@@ -21,18 +26,21 @@ pub(crate) fn build(flavor: Flavor, backend: Backend) -> Runtime {
             b
         }
     };
+    if !pwait2 {
+        b.disable_epoll_pwait2();
+    }
     b.backend(backend).build().expect("runtime builds")
 }
 
 /// Runs a runtime test body on current-thread, 1 worker and 4 workers, each on the epoll and the
-/// mio backend.
+/// mio backend, plus 2 workers on epoll without `epoll_pwait2` (the old-kernel fallback).
 #[macro_export]
 macro_rules! rt_test {
     ($(#[$m:meta])* fn $name:ident($rt:ident) $body:block) => {
         mod $name {
             #[allow(unused_imports)]
             use super::*;
-            use $crate::common::{build, Flavor};
+            use $crate::common::{build, build_with, Flavor};
             use weir::runtime::Backend;
 
             $(#[$m])*
@@ -50,6 +58,10 @@ macro_rules! rt_test {
             fn four_workers_epoll() { run(build(Flavor::Workers(4), Backend::Epoll)) }
             #[test]
             fn four_workers_mio() { run(build(Flavor::Workers(4), Backend::Mio)) }
+            #[test]
+            fn two_workers_epoll_wait_fallback() {
+                run(build_with(Flavor::Workers(2), Backend::Epoll, false))
+            }
         }
     };
 }

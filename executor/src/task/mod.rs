@@ -1,8 +1,8 @@
 //! Tasks: one allocation each, an atomic state machine, join handles.
 //!
-//! A task is an `Arc<Cell<F, S>>` ([`cell`]): header (state, id, pinned worker, spawn location),
+//! A task is an `Arc<Cell<F, S>>` (`task/cell.rs`): header (state, id, pinned worker, spawn location),
 //! scheduler, the future-then-output stage, and the join waker — one allocation. It is seen
-//! through two trait objects: [`Task`] (`Arc<dyn Runnable>`, what run queues hold) and
+//! through two trait objects: `Task` (`Arc<dyn Runnable>`, what run queues hold) and
 //! `Arc<dyn Join<T>>` (what a [`JoinHandle`] holds). The task's `Waker` is the same `Arc`.
 
 mod cell;

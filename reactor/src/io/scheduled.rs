@@ -20,7 +20,8 @@ const TICK_SHIFT: u32 = 8;
 const TICK_MASK: usize = 0xFFFF << TICK_SHIFT;
 const SHUTDOWN: usize = 1 << 24;
 
-/// Readiness observed by a poll, to be handed back to [`ScheduledIo::clear_readiness`].
+/// Readiness observed by a poll, to be handed back to
+/// [`Registration::clear_readiness`](crate::Registration::clear_readiness).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReadyEvent {
     pub(crate) tick: u16,
