@@ -105,32 +105,41 @@ impl ParkState {
     }
 }
 
+/// A loom model of the eventfd wake handle: a counter the owner blocks on. Shared with the
+/// executor's loom model of the idle protocol.
+#[cfg(loom)]
+#[derive(Debug, Default)]
+pub struct ModelEventFd {
+    count: loom::sync::Mutex<usize>,
+    cv: loom::sync::Condvar,
+}
+
+#[cfg(loom)]
+impl ModelEventFd {
+    /// A wake-handle write.
+    pub fn write(&self) {
+        *self.count.lock().unwrap() += 1;
+        self.cv.notify_one();
+    }
+
+    /// Blocks until written, consuming one write.
+    pub fn wait(&self) {
+        let mut c = self.count.lock().unwrap();
+        while *c == 0 {
+            c = self.cv.wait(c).unwrap();
+        }
+        *c -= 1;
+    }
+}
+
 #[cfg(all(test, loom))]
 mod loom_tests {
     use super::*;
+    use loom::sync::Arc;
     use loom::sync::atomic::AtomicBool;
-    use loom::sync::{Arc, Condvar, Mutex};
     use loom::thread;
 
-    /// A model of the eventfd: a counter the owner blocks on.
-    #[derive(Default)]
-    struct EventFd {
-        count: Mutex<usize>,
-        cv: Condvar,
-    }
-    impl EventFd {
-        fn write(&self) {
-            *self.count.lock().unwrap() += 1;
-            self.cv.notify_one();
-        }
-        fn wait(&self) {
-            let mut c = self.count.lock().unwrap();
-            while *c == 0 {
-                c = self.cv.wait(c).unwrap();
-            }
-            *c -= 1;
-        }
-    }
+    type EventFd = ModelEventFd;
 
     fn owner_waits_for(park: &ParkState, efd: &EventFd, work: &AtomicBool) {
         loop {

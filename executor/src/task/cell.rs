@@ -348,43 +348,67 @@ mod loom_tests {
         }
     }
 
-    /// Completes after being woken once from another thread.
-    struct WokenOnce {
-        waker: Arc<Mutex<Option<Waker>>>,
+    /// The waker slot a future fills and a waker thread blocks on (no spinning: loom bounds
+    /// the branches of a model).
+    #[derive(Default)]
+    struct Slot {
+        waker: Mutex<Option<Waker>>,
+        filled: loom::sync::Condvar,
+        // loom's Condvar needs loom's own MutexGuard.
+        gate: loom::sync::Mutex<bool>,
+    }
+
+    impl Slot {
+        fn put(&self, w: &Waker) {
+            *self.waker.lock() = Some(w.clone());
+            *self.gate.lock().unwrap() = true;
+            self.filled.notify_one();
+        }
+        fn take_blocking(&self) -> Waker {
+            let mut g = self.gate.lock().unwrap();
+            while !*g {
+                g = self.filled.wait(g).unwrap();
+            }
+            drop(g);
+            self.waker.lock().take().expect("filled")
+        }
+    }
+
+    /// Pending on its first poll (handing out its waker), ready on the second.
+    struct ReadyOnSecondPoll {
+        slot: Arc<Slot>,
         polls: usize,
     }
-    impl Future for WokenOnce {
+    impl Future for ReadyOnSecondPoll {
         type Output = usize;
         fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<usize> {
             self.polls += 1;
-            let mut slot = self.waker.lock();
-            if self.polls > 1 && slot.is_none() {
-                return Poll::Ready(self.polls);
+            if self.polls == 1 {
+                self.slot.put(cx.waker());
+                return Poll::Pending;
             }
-            *slot = Some(cx.waker().clone());
-            Poll::Pending
+            Poll::Ready(self.polls)
         }
     }
 
-    fn block_on_join<T: 'static>(join: &Arc<dyn Join<T>>, q: &Queue) -> Result<T, JoinError> {
+    fn join_now<T: 'static>(join: &Arc<dyn Join<T>>) -> Result<T, JoinError> {
         let mut cx = Context::from_waker(Waker::noop());
-        loop {
-            q.run_all();
-            if let Poll::Ready(v) = join.poll_join(&mut cx) {
-                return v;
-            }
-            thread::yield_now();
+        match join.poll_join(&mut cx) {
+            Poll::Ready(v) => v,
+            Poll::Pending => panic!("the task did not complete: a wake-up was lost"),
         }
     }
 
+    /// The wake races with the first poll (the task may be RUNNING when woken): either way it is
+    /// polled again and completes.
     #[test]
     fn wake_from_other_thread_while_running_or_idle() {
         loom::model(|| {
             let q = Queue::default();
-            let slot = Arc::new(Mutex::new(None::<Waker>));
+            let slot = Arc::new(Slot::default());
             let (task, join) = new_task(
-                WokenOnce {
-                    waker: slot.clone(),
+                ReadyOnSecondPoll {
+                    slot: slot.clone(),
                     polls: 0,
                 },
                 q.clone(),
@@ -395,25 +419,12 @@ mod loom_tests {
             q.schedule(task, false);
             let waker_thread = {
                 let slot = slot.clone();
-                thread::spawn(move || {
-                    loop {
-                        let taken = slot.lock().take();
-                        if let Some(w) = taken {
-                            w.wake();
-                            return;
-                        }
-                        thread::yield_now();
-                    }
-                })
+                thread::spawn(move || slot.take_blocking().wake())
             };
-            let runner = {
-                let q = q.clone();
-                thread::spawn(move || q.run_all())
-            };
-            let out = block_on_join(&join, &q).unwrap();
-            assert!(out >= 2);
+            q.run_all();
             waker_thread.join().unwrap();
-            runner.join().unwrap();
+            q.run_all();
+            assert_eq!(join_now(&join).unwrap(), 2);
             join.drop_join_handle();
         });
     }
@@ -435,7 +446,8 @@ mod loom_tests {
             };
             aborter.join().unwrap();
             runner.join().unwrap();
-            match block_on_join(&join, &q) {
+            q.run_all();
+            match join_now(&join) {
                 Ok(7) => {}
                 Err(e) => assert!(e.is_cancelled()),
                 Ok(other) => panic!("unexpected output {other}"),

@@ -117,28 +117,9 @@ mod loom_tests {
 
     use super::*;
     use crate::inject::Inject;
-    use loom::sync::{Arc, Condvar};
+    use loom::sync::Arc;
     use loom::thread;
-    use weir_reactor::park::{ParkState, Prepare, Unpark};
-
-    #[derive(Default)]
-    struct EventFd {
-        count: loom::sync::Mutex<usize>,
-        cv: Condvar,
-    }
-    impl EventFd {
-        fn write(&self) {
-            *self.count.lock().unwrap() += 1;
-            self.cv.notify_one();
-        }
-        fn wait(&self) {
-            let mut c = self.count.lock().unwrap();
-            while *c == 0 {
-                c = self.cv.wait(c).unwrap();
-            }
-            *c -= 1;
-        }
-    }
+    use weir_reactor::park::{ModelEventFd as EventFd, ParkState, Prepare, Unpark};
 
     struct World {
         idle: Idle,
