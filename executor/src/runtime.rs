@@ -334,7 +334,11 @@ impl Handle {
         let mut cx = Context::from_waker(&waker);
         loop {
             // Current-thread flavour: drive the runtime here if its core is free.
-            let core = shared.idle_cores.lock().pop();
+            let core = if self.flavor_is_current_thread() {
+                shared.idle_cores.lock().pop()
+            } else {
+                None
+            };
             if let Some(core) = core {
                 if core
                     .local_thread()

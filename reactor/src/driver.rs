@@ -196,15 +196,18 @@ impl Driver {
     }
 
     fn turn(&mut self, timeout: Option<Duration>) -> io::Result<usize> {
-        let mut woken = self.expire_timers();
+        let (mut woken, now) = self.expire_timers();
         // Timers fired: their tasks are queued, so do not block.
         let blocking = woken == 0 && timeout != Some(Duration::ZERO);
+        // Set when the nearest timer, not the caller, bounds this wait: expire after it.
+        let mut timer_bound = false;
         let timeout = if !blocking {
             Some(Duration::ZERO)
         } else {
             match self.next_timer() {
                 Some(t) => {
-                    let until = t.saturating_duration_since(Instant::now());
+                    let until = t.saturating_duration_since(now);
+                    timer_bound = timeout.is_none_or(|d| until <= d);
                     Some(timeout.map_or(until, |d| d.min(until)))
                 }
                 None => timeout,
@@ -212,7 +215,7 @@ impl Driver {
         };
         self.events.clear();
         let registry = &self.handle.inner.registry;
-        let report = if blocking && timeout != Some(Duration::ZERO) {
+        if blocking && timeout != Some(Duration::ZERO) {
             let window = self.policy.window();
             let report = min_wait::wait(
                 &mut self.selector,
@@ -223,16 +226,14 @@ impl Driver {
                 window,
             )?;
             self.record_wait(&report);
-            Some(report)
         } else {
             self.selector
                 .select(registry, &mut self.events, self.max_events, timeout)?;
             self.handle.inner.metrics.polls.add_owner(1);
-            None
-        };
+        }
         woken += self.dispatch();
-        if report.is_some() || !self.events.is_empty() {
-            woken += self.expire_timers();
+        if timer_bound || !self.events.is_empty() {
+            woken += self.expire_timers().0;
         }
         Ok(woken)
     }
@@ -311,9 +312,11 @@ impl Driver {
         n
     }
 
-    fn expire_timers(&mut self) -> usize {
+    /// Fires due timers; returns how many and the clock reading it used.
+    fn expire_timers(&mut self) -> (usize, Instant) {
         let inner = &*self.handle.inner;
-        let now = queue::to_ns(Instant::now());
+        let instant = Instant::now();
+        let now = queue::to_ns(instant);
         inner.clock_ns.store(now, Ordering::Relaxed);
         let n = {
             let mut timers = inner.timers.lock();
@@ -326,7 +329,7 @@ impl Driver {
             inner.metrics.timers_fired.add_owner(n as u64);
             self.wake.drain(..).for_each(Waker::wake);
         }
-        n
+        (n, instant)
     }
 
     /// `true` if waits honour sub-millisecond timeouts (epoll with `epoll_pwait2`).
