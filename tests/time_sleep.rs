@@ -62,7 +62,7 @@ rt_test! {
         // Assertions hold however late the ticks are (no timing assumptions).
         rt.block_on(async {
             let period = Duration::from_millis(2);
-            let on_grid = |first: Instant, t: Instant| (t - first).as_nanos() % period.as_nanos() == 0;
+            let on_grid = |first: Instant, t: Instant| (t - first).as_nanos().is_multiple_of(period.as_nanos());
 
             let mut iv = interval(period);
             iv.set_missed_tick_behavior(MissedTickBehavior::Skip);
