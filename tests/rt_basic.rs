@@ -112,3 +112,54 @@ rt_test! {
         assert_eq!(v, 99);
     }
 }
+
+rt_test! {
+    fn abort_after_completion_keeps_the_output(rt) {
+        rt.block_on(async {
+            let h = weir::spawn(async { 11 });
+            while !h.is_finished() {
+                weir::task::yield_now().await;
+            }
+            h.abort();
+            assert_eq!(h.await.unwrap(), 11);
+        });
+    }
+}
+
+rt_test! {
+    fn dropping_the_join_handle_detaches_the_task(rt) {
+        let done = Arc::new(AtomicUsize::new(0));
+        let d = done.clone();
+        rt.block_on(async move {
+            let (tx, rx) = std::sync::mpsc::channel();
+            drop(weir::spawn(async move {
+                weir::time::sleep(Duration::from_millis(2)).await;
+                d.fetch_add(1, Ordering::SeqCst);
+                tx.send(()).unwrap();
+            }));
+            // Wait without blocking the runtime's only thread (current-thread flavour).
+            while rx.try_recv().is_err() {
+                weir::time::sleep(Duration::from_millis(1)).await;
+            }
+        });
+        assert_eq!(done.load(Ordering::SeqCst), 1);
+    }
+}
+
+rt_test! {
+    fn abort_of_a_running_task_takes_effect_when_its_poll_returns(rt) {
+        rt.block_on(async {
+            let h = weir::spawn(async {
+                loop {
+                    // Always runnable: the abort lands while it is queued or being polled.
+                    weir::task::yield_now().await;
+                }
+            });
+            let abort = h.abort_handle();
+            weir::task::yield_now().await;
+            abort.abort();
+            assert!(h.await.unwrap_err().is_cancelled());
+            assert!(abort.is_finished());
+        });
+    }
+}

@@ -49,9 +49,10 @@ impl<T: 'static> JoinHandle<T> {
         }
     }
 
-    /// Requests cancellation. If the task has not completed, its future is dropped the next time
-    /// its worker would poll it (at once if it is idle), and awaiting this handle returns a
-    /// cancelled [`JoinError`]. A task that already completed keeps its output.
+    /// Requests cancellation. If the task has not completed, its future is dropped instead of
+    /// being polled again: an idle task is queued so its worker drops it promptly, a running one
+    /// is dropped when its current poll returns. Awaiting this handle then returns a cancelled
+    /// [`JoinError`]. A task that already completed keeps its output.
     pub fn abort(&self) {
         self.raw.clone().into_task().abort();
     }
