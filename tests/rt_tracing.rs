@@ -1,6 +1,8 @@
 //! Tracing: the runtime emits spans and events under `weir::task`, `weir::worker` and
 //! `weir::reactor`.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -58,9 +60,23 @@ fn runtime_emits_task_worker_and_reactor_traces() {
             .build()
             .unwrap();
         rt.block_on(async {
-            weir::spawn(async { weir::time::sleep(Duration::from_micros(300)).await })
-                .await
-                .unwrap();
+            // The event reaches the task only through the worker's epoll, so the worker parks
+            // in a blocking wait for it, whenever the write happens.
+            let (r, w) = common::pipe();
+            let (tx, rx) = std::sync::mpsc::channel::<()>();
+            let writer = std::thread::spawn(move || {
+                rx.recv().unwrap();
+                common::write_fd(&w, b"x").unwrap();
+                w
+            });
+            weir::spawn(async move {
+                let afd = weir::io::unix::AsyncFd::new(r).unwrap();
+                tx.send(()).unwrap();
+                let _ = afd.readable().await.unwrap();
+            })
+            .await
+            .unwrap();
+            drop(writer.join().unwrap());
         });
     });
     let seen = seen.lock().unwrap();
