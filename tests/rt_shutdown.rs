@@ -72,7 +72,7 @@ fn exercise(flavor: Flavor, backend: Backend) {
 fn shutdown_cancels_tasks_and_leaks_no_fd_or_thread() {
     // Warm up lazily initialised process state (std, the time base) before counting.
     exercise(Flavor::CurrentThread, Backend::Epoll);
-    let (fds, threads) = (count_fds(), count_threads());
+    let (fds, threads) = (count_fds(), stable_thread_count());
     for flavor in [
         Flavor::CurrentThread,
         Flavor::Workers(1),
@@ -94,6 +94,24 @@ fn shutdown_cancels_tasks_and_leaks_no_fd_or_thread() {
     rt.shutdown_timeout(Duration::from_secs(5));
     assert_eq!(count_fds(), fds);
     assert_eq!(settled_threads(threads), threads);
+}
+
+/// The thread count once it has stopped changing for 50 ms (the warm-up's joined threads may
+/// still be listed when it returns).
+fn stable_thread_count() -> usize {
+    let mut last = count_threads();
+    let mut stable_since = std::time::Instant::now();
+    let deadline = stable_since + Duration::from_secs(5);
+    while stable_since.elapsed() < Duration::from_millis(50) && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(1));
+        let n = count_threads();
+        if n != last {
+            last = n;
+            stable_since = std::time::Instant::now();
+        }
+    }
+    last
 }
 
 /// The thread count, once it has had a moment to settle: a joined thread can stay listed in
