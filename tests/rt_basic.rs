@@ -163,3 +163,24 @@ rt_test! {
         });
     }
 }
+
+#[test]
+fn current_thread_runtime_survives_a_panicking_block_on() {
+    let rt = weir::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let pending = rt.spawn(async { 5 });
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        rt.block_on(async {
+            weir::task::yield_now().await;
+            panic!("root future panics");
+        })
+    }));
+    assert!(r.is_err());
+    // The runtime still runs: its worker state came back with the panic.
+    assert_eq!(rt.block_on(pending).unwrap(), 5);
+    assert_eq!(
+        rt.block_on(async { weir::spawn(async { 6 }).await.unwrap() }),
+        6
+    );
+}

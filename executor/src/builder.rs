@@ -368,6 +368,7 @@ fn worker_thread(shared: Arc<Shared>, core: worker::Core, alive: Arc<Alive>) -> 
         },
         None,
     );
+    // Without a root future nothing panics out of the loop (task panics are caught per poll).
     let (mut core, _) = worker::run::<std::future::Pending<()>>(&shared, core, None);
     worker::shutdown_core(&shared, &mut core);
     core

@@ -360,8 +360,9 @@ impl Handle {
                     w.wake();
                 }
                 match out {
-                    Some(v) => return v,
-                    None => panic!("the weir runtime shut down while block_on was waiting"),
+                    Ok(Some(v)) => return v,
+                    Ok(None) => panic!("the weir runtime shut down while block_on was waiting"),
+                    Err(panic) => std::panic::resume_unwind(panic),
                 }
             }
             if let Poll::Ready(v) = coop::budget(|| future.as_mut().poll(&mut cx)) {

@@ -363,12 +363,13 @@ impl Wake for RootWaker {
 }
 
 /// Runs a worker on this thread until `root` completes (current-thread `block_on`) or, without
-/// a root, until the runtime shuts down (a multi-thread worker). Returns the core.
+/// a root, until the runtime shuts down (a multi-thread worker). Returns the core — also when
+/// `root` panics, with the panic to resume once the core is put back.
 pub(crate) fn run<F: Future>(
     shared: &Arc<Shared>,
     mut core: Core,
     root: Option<Pin<&mut F>>,
-) -> (Core, Option<F::Output>) {
+) -> (Core, std::thread::Result<Option<F::Output>>) {
     let cx = WorkerCx {
         shared: shared.clone(),
         index: core.index,
@@ -387,7 +388,8 @@ pub(crate) fn run<F: Future>(
             core: &mut core,
         };
         tracing::debug!(target: "weir::worker", worker = cx.index, "worker started");
-        let out = worker.run_loop(root);
+        // Task panics are caught per poll; only the root future's panic gets here.
+        let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| worker.run_loop(root)));
         tracing::debug!(target: "weir::worker", worker = cx.index, "worker stopped");
         out
     };
