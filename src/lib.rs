@@ -69,5 +69,13 @@ pub mod io {
     }
 }
 
+/// TCP, UDP and Unix-domain sockets, and NAPI-sharded accept.
+pub mod net {
+    pub use weir_net::*;
+}
+
+#[cfg(feature = "hyper")]
+pub mod compat;
+
 pub use task::spawn;
 pub use weir_macros::{main, test};

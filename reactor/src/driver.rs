@@ -361,14 +361,27 @@ impl Handle {
     }
 
     /// The reactor of the current thread and whether this thread owns it, in one lookup.
+    /// Outside a runtime, the [fallback reactor](crate::fallback) (never the owner).
     pub(crate) fn current_for_timer() -> (Handle, bool) {
         let found = CURRENT.with(|c| c.borrow().as_ref().map(|c| (c.handle.clone(), c.owner)));
         match found {
             Some(f) => f,
-            None => panic!(
-                "there is no weir reactor on this thread: timers must be polled inside a weir \
-                 runtime (in `Runtime::block_on`, a spawned task, or after `Runtime::enter`)"
-            ),
+            None => match crate::fallback::handle() {
+                Ok(h) => (h, false),
+                Err(e) => panic!("no weir runtime on this thread and {e}"),
+            },
+        }
+    }
+
+    /// The reactor of the current thread or, outside any weir runtime, the lazily started
+    /// [fallback reactor](crate::fallback).
+    ///
+    /// # Errors
+    /// Only when the fallback reactor is needed and could not start.
+    pub fn current_or_fallback() -> io::Result<Handle> {
+        match Handle::try_current() {
+            Some(h) => Ok(h),
+            None => crate::fallback::handle(),
         }
     }
 

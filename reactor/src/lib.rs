@@ -27,6 +27,7 @@
 
 pub mod coop;
 mod driver;
+pub mod fallback;
 pub mod io;
 pub mod metrics;
 pub mod min_wait;

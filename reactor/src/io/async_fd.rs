@@ -45,8 +45,8 @@ impl<T: AsRawFd> AsyncFd<T> {
     /// Registers `inner` for readable and writable readiness with the current reactor.
     ///
     /// # Errors
-    /// When called outside a weir runtime, or the OS error of `epoll_ctl` (a regular file gives
-    /// `EPERM`).
+    /// When the fallback reactor (used outside a runtime) cannot start, or the OS error of
+    /// `epoll_ctl` (a regular file gives `EPERM`).
     pub fn new(inner: T) -> io::Result<AsyncFd<T>> {
         AsyncFd::with_interest(inner, Interest::READABLE | Interest::WRITABLE)
     }

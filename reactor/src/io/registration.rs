@@ -26,22 +26,16 @@ pub struct Registration {
     token: u64,
 }
 
-fn no_reactor() -> io::Error {
-    io::Error::other(
-        "there is no weir reactor on this thread: create I/O objects inside a weir runtime \
-         (in `Runtime::block_on`, a spawned task, or after `Runtime::enter`)",
-    )
-}
-
 impl Registration {
     /// Registers `fd` with the reactor of the current thread — on a worker, the worker's own
-    /// reactor, so its readiness wakes tasks on that worker.
+    /// reactor, so its readiness wakes tasks on that worker. Outside any weir runtime it goes to
+    /// the [fallback reactor](crate::fallback), so the I/O object works under any executor.
     ///
     /// # Errors
-    /// When no reactor is current, when the reactor has shut down, or the OS error of
+    /// When the reactor has shut down, the fallback reactor could not start, or the OS error of
     /// `epoll_ctl` (e.g. `EPERM` for a regular file, `EEXIST` if `fd` is already registered).
     pub fn new(fd: RawFd, interest: Interest) -> io::Result<Registration> {
-        let handle = Handle::try_current().ok_or_else(no_reactor)?;
+        let handle = Handle::current_or_fallback()?;
         Registration::with_handle(fd, interest, &handle)
     }
 

@@ -15,8 +15,9 @@ use crate::{Handle, coop};
 /// # Precision
 /// Never returns before the deadline; see the [module docs](crate::time) for how late.
 ///
-/// # Panics
-/// When polled outside a weir runtime.
+/// # Outside a runtime
+/// Polled outside any weir runtime, the timer lives on the [fallback reactor](crate::fallback).
+/// It panics only if that reactor cannot start (e.g. no fds or threads left).
 ///
 /// # Example
 /// ```ignore
@@ -31,8 +32,9 @@ pub fn sleep(duration: Duration) -> Sleep {
 
 /// Waits until `deadline`.
 ///
-/// # Panics
-/// When polled outside a weir runtime.
+/// # Outside a runtime
+/// Polled outside any weir runtime, the timer lives on the [fallback reactor](crate::fallback).
+/// It panics only if that reactor cannot start (e.g. no fds or threads left).
 pub fn sleep_until(deadline: Instant) -> Sleep {
     Sleep {
         deadline,

@@ -1,0 +1,5 @@
+//! Address resolution for `bind`/`connect`.
+// PLACEHOLDER: being written (helper "tcp").
+
+/// Types that resolve to socket addresses.
+pub trait ToSocketAddrs {}

@@ -1,0 +1,27 @@
+//! weir's network types: TCP, UDP and Unix-domain sockets whose readiness comes from the
+//! reactor of the worker they were created on, and [`ShardedListener`], which serves one
+//! address on every worker and keeps each NAPI id (NIC receive queue) on one worker.
+//!
+//! The API follows tokio's `tokio::net` names and semantics, so porting is mechanical.
+//! Every stream type implements `futures_io::AsyncRead`/`AsyncWrite`; with feature `tokio-io`
+//! also tokio's, and with feature `hyper` hyper 1.x's `rt::Read`/`rt::Write`.
+//!
+//! # Outside a weir runtime
+//! Created outside any weir runtime (inside tokio, `futures::executor::block_on`, smol, a
+//! plain thread), a socket registers with weir's fallback reactor — one background thread
+//! started on first use — and works under that executor.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+mod addr;
+pub mod shard;
+pub mod tcp;
+mod udp;
+pub mod unix;
+
+pub use addr::ToSocketAddrs;
+pub use shard::{NapiStats, ShardedListener};
+pub use tcp::{TcpListener, TcpSocket, TcpStream};
+pub use udp::UdpSocket;
+pub use unix::{UnixDatagram, UnixListener, UnixStream};

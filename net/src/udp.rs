@@ -1,0 +1,6 @@
+//! UDP.
+// PLACEHOLDER: being written (helper "udp-unix").
+
+/// A UDP socket.
+#[derive(Debug)]
+pub struct UdpSocket(());

@@ -1,0 +1,2 @@
+//! hyper 1.x on weir.
+// PLACEHOLDER: being written (helper "compat").
