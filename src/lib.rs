@@ -38,7 +38,7 @@ pub mod runtime {
         Runtime, RuntimeMetrics, TryCurrentError, WorkerStats,
     };
     pub use weir_reactor::metrics::EVENT_BUCKETS;
-    pub use weir_reactor::{Backend, MinWait, ReactorStats};
+    pub use weir_reactor::{Backend, KernelBusyPoll, MinWait, ReactorStats};
 
     /// The index of the worker running the current task; `None` off the workers.
     pub fn worker_index() -> Option<usize> {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use weir_reactor::{Backend, Driver, MinWait};
+use weir_reactor::{Backend, Driver, KernelBusyPoll, MinWait};
 
 use crate::blocking;
 use crate::config::Config;
@@ -54,6 +54,9 @@ pub struct Builder {
     max_events: usize,
     epoll_pwait2: bool,
     lifo_slot: bool,
+    kernel_busy_poll: Option<KernelBusyPoll>,
+    kernel_busy_poll_strict: bool,
+    pin_workers: bool,
 }
 
 impl Builder {
@@ -73,6 +76,9 @@ impl Builder {
             max_events: 1024,
             epoll_pwait2: true,
             lifo_slot: true,
+            kernel_busy_poll: None,
+            kernel_busy_poll_strict: false,
+            pin_workers: false,
         }
     }
 
@@ -187,6 +193,42 @@ impl Builder {
         self
     }
 
+    /// Kernel busy poll on every worker's epoll instance (`EPIOCSPARAMS`, Linux 6.9): a wait
+    /// that would block first spins in the kernel for up to `usecs` on the NAPI instance (NIC
+    /// receive queue) its sockets arrive on, handling up to `budget` packets per poll (0 = the
+    /// kernel's default of 8); `prefer` sets `prefer_busy_poll`. The kernel polls one NAPI id
+    /// per epoll, which is why it pays off with `weir::net::ShardedListener` (one NAPI id per
+    /// worker). `usecs = 0` turns it off.
+    ///
+    /// If the kernel refuses (`ENOTTY` before 6.9, `EOPNOTSUPP` without
+    /// `CONFIG_NET_RX_BUSY_POLL`, `EPERM` for a budget above 64 without `CAP_NET_ADMIN`, or the
+    /// mio backend), the runtime logs one `tracing` warning (target `weir::worker`) and runs
+    /// without it — unless [`kernel_busy_poll_strict`](Self::kernel_busy_poll_strict) is set.
+    pub fn kernel_busy_poll(&mut self, usecs: u32, budget: u16, prefer: bool) -> &mut Builder {
+        self.kernel_busy_poll = Some(KernelBusyPoll {
+            usecs,
+            budget,
+            prefer,
+        });
+        self
+    }
+
+    /// Makes [`build`](Self::build) fail when kernel busy poll cannot be applied, instead of
+    /// warning and running without it.
+    pub fn kernel_busy_poll_strict(&mut self, strict: bool) -> &mut Builder {
+        self.kernel_busy_poll_strict = strict;
+        self
+    }
+
+    /// Pins worker `i` to the `i`-th CPU this process may use (modulo their number), so a
+    /// worker's reactor, its NAPI busy polling and its tasks stay on one CPU; pair it with
+    /// CPU-steered accept in `weir::net::ShardedListener`. A CPU that cannot be set is logged
+    /// and ignored. The current-thread flavour runs on the caller's thread and is not pinned.
+    pub fn pin_workers(&mut self, pin: bool) -> &mut Builder {
+        self.pin_workers = pin;
+        self
+    }
+
     /// No-op, for code written for tokio: I/O and timers are always enabled.
     pub fn enable_all(&mut self) -> &mut Builder {
         self
@@ -271,6 +313,15 @@ impl Builder {
                 weir_reactor::MAX_EVENTS_LIMIT
             )));
         }
+        if let Some(p) = self.kernel_busy_poll
+            && p.usecs > i32::MAX as u32
+        {
+            return Err(bad(format!(
+                "kernel_busy_poll usecs = {}: must be at most {}",
+                p.usecs,
+                i32::MAX
+            )));
+        }
         if let Some(s) = self.thread_stack_size
             && s < MIN_STACK_SIZE
         {
@@ -306,6 +357,21 @@ impl Builder {
                 })
             })
             .collect::<io::Result<Vec<_>>>()?;
+        if let Some(params) = self.kernel_busy_poll {
+            apply_kernel_busy_poll(&drivers, params, self.kernel_busy_poll_strict)?;
+        }
+        let cpus = if self.pin_workers && !current_flavor(self.flavor) {
+            match weir_reactor::thread::allowed_cpus() {
+                Ok(c) if !c.is_empty() => Some(Arc::new(c)),
+                Ok(_) => None,
+                Err(e) => {
+                    tracing::warn!(target: "weir::worker", error = %e, "pin_workers: cannot read the CPU mask; workers are not pinned");
+                    None
+                }
+            }
+        } else {
+            None
+        };
         let pool = blocking::Pool::new(
             self.max_blocking_threads,
             self.blocking_keep_alive,
@@ -334,8 +400,9 @@ impl Builder {
                 b = b.stack_size(s);
             }
             let (shared2, alive2) = (shared.clone(), alive.clone());
+            let cpu = cpus.as_ref().map(|c| c[index % c.len()]);
             alive.started();
-            match b.spawn(move || worker_thread(shared2, core, alive2)) {
+            match b.spawn(move || worker_thread(shared2, core, alive2, cpu)) {
                 Ok(h) => threads.push(h),
                 Err(e) => {
                     alive.exited();
@@ -357,8 +424,69 @@ impl Drop for ExitGuard {
     }
 }
 
-fn worker_thread(shared: Arc<Shared>, core: worker::Core, alive: Arc<Alive>) -> worker::Core {
+fn current_flavor(f: Flavor) -> bool {
+    f == Flavor::CurrentThread
+}
+
+/// Applies `params` to every worker's epoll; on failure warns once (or fails, if `strict`).
+fn apply_kernel_busy_poll(
+    drivers: &[Driver],
+    params: KernelBusyPoll,
+    strict: bool,
+) -> io::Result<()> {
+    let mut failed = None;
+    for d in drivers {
+        if let Err(e) = d.handle().set_kernel_busy_poll(params) {
+            failed = Some(e);
+            break;
+        }
+    }
+    let Some(e) = failed else {
+        tracing::debug!(target: "weir::worker", %params, workers = drivers.len(), "kernel busy poll applied");
+        return Ok(());
+    };
+    // All or nothing: undo the workers that accepted it.
+    for d in drivers {
+        let _ = d.handle().set_kernel_busy_poll(KernelBusyPoll::default());
+    }
+    let why = match e.raw_os_error() {
+        Some(libc::ENOTTY) => "the kernel lacks EPIOCSPARAMS (needs Linux 6.9+)",
+        Some(libc::EOPNOTSUPP) => "the kernel was built without CONFIG_NET_RX_BUSY_POLL",
+        Some(libc::EPERM) => "a budget above 64 needs CAP_NET_ADMIN",
+        Some(libc::EINVAL) => "the kernel rejected the parameters",
+        _ if e.kind() == io::ErrorKind::Unsupported => "the mio backend exposes no epoll fd",
+        _ => "unexpected error",
+    };
+    if strict {
+        return Err(io::Error::new(
+            e.kind(),
+            format!("kernel_busy_poll({params}) could not be applied: {why} ({e})"),
+        ));
+    }
+    tracing::warn!(
+        target: "weir::worker",
+        %params,
+        error = %e,
+        "kernel busy poll not applied: {why}; running without it"
+    );
+    Ok(())
+}
+
+fn worker_thread(
+    shared: Arc<Shared>,
+    core: worker::Core,
+    alive: Arc<Alive>,
+    cpu: Option<usize>,
+) -> worker::Core {
     let _exit = ExitGuard(alive);
+    if let Some(cpu) = cpu {
+        match weir_reactor::thread::pin_to_cpu(cpu) {
+            Ok(()) => tracing::debug!(target: "weir::worker", worker = core.index, cpu, "pinned"),
+            Err(e) => {
+                tracing::warn!(target: "weir::worker", worker = core.index, cpu, error = %e, "could not pin worker")
+            }
+        }
+    }
     if let Err(e) = weir_reactor::thread::set_timer_slack(1) {
         tracing::warn!(target: "weir::worker", error = %e, "could not set timer slack; timers may be late");
     }
@@ -385,6 +513,8 @@ impl fmt::Debug for Builder {
             .field("thread_name", &self.thread_name)
             .field("event_interval", &self.event_interval)
             .field("global_queue_interval", &self.global_queue_interval)
+            .field("kernel_busy_poll", &self.kernel_busy_poll)
+            .field("pin_workers", &self.pin_workers)
             .finish_non_exhaustive()
     }
 }

@@ -301,6 +301,54 @@ impl Handle {
         self.shared.blocking.spawn(f, Location::caller())
     }
 
+    /// Spawns a task pinned to worker `worker`: it is queued on that worker, runs only there
+    /// (never stolen) and, when woken from anywhere, goes back to that worker. The building
+    /// block of NAPI-sharded serving: a connection registered with worker `worker`'s reactor is
+    /// served by a task on the same worker.
+    ///
+    /// # Panics
+    /// If `worker >= self.num_workers()`.
+    #[track_caller]
+    pub fn spawn_on<F>(&self, worker: usize, future: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let n = self.num_workers();
+        assert!(
+            worker < n,
+            "spawn_on: worker {worker} does not exist (the runtime has {n} workers)"
+        );
+        self.shared.spawn(future, Some(worker), Location::caller())
+    }
+
+    /// The number of workers (1 for the current-thread flavour).
+    pub fn num_workers(&self) -> usize {
+        self.shared.remotes.len()
+    }
+
+    /// The reactor owned by worker `worker`, e.g. to register a socket with that worker's epoll
+    /// from another thread. `None` if there is no such worker.
+    pub fn worker_reactor(&self, worker: usize) -> Option<weir_reactor::Handle> {
+        self.shared.remotes.get(worker).map(|r| r.reactor.clone())
+    }
+
+    /// Reads back worker `worker`'s kernel busy poll parameters (`EPIOCGPARAMS`); see
+    /// [`Builder::kernel_busy_poll`](crate::Builder::kernel_busy_poll).
+    ///
+    /// # Errors
+    /// `InvalidInput` for a worker that does not exist; otherwise as
+    /// [`weir_reactor::Handle::kernel_busy_poll`].
+    pub fn kernel_busy_poll(&self, worker: usize) -> std::io::Result<weir_reactor::KernelBusyPoll> {
+        let r = self.worker_reactor(worker).ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("worker {worker} does not exist"),
+            )
+        })?;
+        r.kernel_busy_poll()
+    }
+
     /// Makes this runtime current on this thread until the guard drops.
     pub fn enter(&self) -> EnterGuard<'_> {
         let reactor = self.shared.pick_reactor().enter();

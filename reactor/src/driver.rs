@@ -455,6 +455,25 @@ impl Handle {
         self.inner.registry.epoll_fd()
     }
 
+    /// Applies kernel busy poll parameters to this reactor's epoll instance (`EPIOCSPARAMS`).
+    ///
+    /// # Errors
+    /// `Unsupported` on the mio backend (no epoll fd is exposed); otherwise the errors of
+    /// [`busy_poll::set`](crate::busy_poll::set).
+    pub fn set_kernel_busy_poll(&self, params: crate::KernelBusyPoll) -> io::Result<()> {
+        let fd = self.epoll_fd().ok_or_else(no_epoll_fd)?;
+        crate::busy_poll::set(fd, params)
+    }
+
+    /// Reads back this reactor's kernel busy poll parameters (`EPIOCGPARAMS`).
+    ///
+    /// # Errors
+    /// As [`set_kernel_busy_poll`](Self::set_kernel_busy_poll).
+    pub fn kernel_busy_poll(&self) -> io::Result<crate::KernelBusyPoll> {
+        let fd = self.epoll_fd().ok_or_else(no_epoll_fd)?;
+        crate::busy_poll::get(fd)
+    }
+
     /// Shuts the reactor down: every registration's waiters are woken and see an error, every
     /// timer waker is dropped. Idempotent.
     pub fn shutdown(&self) {
@@ -564,6 +583,13 @@ impl Handle {
         let waker = self.inner.timers.lock().remove(key);
         drop(waker);
     }
+}
+
+fn no_epoll_fd() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        "kernel busy poll needs the epoll backend (the mio backend exposes no epoll fd)",
+    )
 }
 
 pub(crate) fn gone() -> io::Error {

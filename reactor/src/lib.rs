@@ -25,6 +25,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+pub mod busy_poll;
 pub mod coop;
 mod driver;
 pub mod fallback;
@@ -38,6 +39,7 @@ mod sys;
 pub mod thread;
 pub mod time;
 
+pub use busy_poll::KernelBusyPoll;
 pub use driver::{Config, Driver, EnterGuard, Handle, MAX_EVENTS_LIMIT};
 pub use io::{AsyncFd, AsyncFdReadyGuard, ReadyEvent, Registration};
 pub use metrics::ReactorStats;

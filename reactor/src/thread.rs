@@ -43,3 +43,46 @@ pub fn timer_slack() -> u64 {
     #[cfg(not(target_os = "linux"))]
     0
 }
+
+/// The CPUs the calling thread may run on (its affinity mask), in ascending order.
+///
+/// # Errors
+/// The OS error of `sched_getaffinity`.
+pub fn allowed_cpus() -> io::Result<Vec<usize>> {
+    // SAFETY: cpu_set_t is a plain bit array; all-zero is a valid (empty) set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: the pointer and size describe `set`, a live writable cpu_set_t.
+    let rc = unsafe { libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &raw mut set) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let max = 8 * size_of::<libc::cpu_set_t>();
+    // SAFETY: CPU_ISSET only reads `set` at bit `cpu`, and `cpu` is below the set's bit size.
+    Ok((0..max)
+        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+        .collect())
+}
+
+/// Pins the calling thread to `cpu`.
+///
+/// # Errors
+/// `InvalidInput` if `cpu` does not fit a `cpu_set_t`; the OS error of `sched_setaffinity`
+/// (e.g. `EINVAL` for a CPU the process may not use).
+pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
+    if cpu >= 8 * size_of::<libc::cpu_set_t>() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("cpu {cpu} is out of range"),
+        ));
+    }
+    // SAFETY: cpu_set_t is a plain bit array; all-zero is a valid (empty) set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `cpu` was checked to be below the set's bit size; `set` is a live local.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: the pointer and size describe `set`, a live cpu_set_t.
+    let rc = unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &raw const set) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
