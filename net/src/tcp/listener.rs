@@ -1,0 +1,502 @@
+//! [`TcpListener`] and its connection stream [`Incoming`].
+
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, RawFd};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use socket2::SockAddr;
+use weir_reactor::io::Readiness;
+use weir_reactor::time::{Sleep, sleep};
+use weir_reactor::{AsyncFd, Direction, Handle, Interest, ReadyEvent};
+
+use super::{TcpSocket, TcpStream};
+use crate::addr::{ToSocketAddrs, last_error, resolve};
+
+/// First pause after `accept` ran out of fds or memory.
+const BACKOFF_MIN: Duration = Duration::from_millis(1);
+/// The pause doubles on every further failure of the episode, up to this.
+const BACKOFF_MAX: Duration = Duration::from_millis(100);
+
+/// A TCP listening socket, registered with the reactor of the thread that created it.
+///
+/// Accepted streams are close-on-exec and non-blocking (`accept4(2)`), and are registered with
+/// the reactor of the thread that accepts them — on a worker, that worker's own reactor.
+///
+/// Any number of tasks may [`accept`](Self::accept) on the same listener (e.g. through an
+/// `Arc`) at once; [`poll_accept`](Self::poll_accept) wakes only the last task that polled it.
+///
+/// # Example
+/// Outside any weir runtime the sockets use the fallback reactor, so any executor can drive
+/// them — here a minimal `block_on`:
+/// ```
+/// # use std::sync::Arc;
+/// # use std::task::{Context, Poll, Wake, Waker};
+/// # struct Unpark(std::thread::Thread);
+/// # impl Wake for Unpark {
+/// #     fn wake(self: Arc<Self>) { self.0.unpark() }
+/// # }
+/// # fn block_on<F: Future>(f: F) -> F::Output {
+/// #     let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+/// #     let mut cx = Context::from_waker(&waker);
+/// #     let mut f = std::pin::pin!(f);
+/// #     loop {
+/// #         if let Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; }
+/// #         std::thread::park();
+/// #     }
+/// # }
+/// use weir_net::{TcpListener, TcpStream};
+///
+/// block_on(async {
+///     let listener = TcpListener::bind("127.0.0.1:0").await?;
+///     let addr = listener.local_addr()?;
+///     // The kernel completes the handshake into the accept queue.
+///     let client = TcpStream::connect(addr).await?;
+///     let (server, peer) = listener.accept().await?;
+///     assert_eq!(peer, client.local_addr()?);
+///
+///     client.writable().await?;
+///     assert_eq!(client.try_write(b"hi")?, 2);
+///     let mut buf = [0u8; 2];
+///     loop {
+///         server.readable().await?;
+///         match server.try_read(&mut buf) {
+///             Ok(n) => break assert_eq!(&buf[..n], b"hi"),
+///             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+///             Err(e) => return Err(e),
+///         }
+///     }
+///     Ok::<(), std::io::Error>(())
+/// })?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+///
+/// A server accepts in a loop and hands each connection to a task:
+/// ```no_run
+/// # async fn demo() -> std::io::Result<()> {
+/// let listener = weir_net::TcpListener::bind("127.0.0.1:8080").await?;
+/// loop {
+///     let (stream, peer) = listener.accept().await?;
+///     // weir::spawn(async move { serve(stream, peer).await });
+///     # drop((stream, peer));
+/// }
+/// # }
+/// ```
+pub struct TcpListener {
+    io: AsyncFd<std::net::TcpListener>,
+    /// The backoff timer of the single-waiter `poll_accept*` API (the futures keep their own).
+    poll_backoff: Mutex<Option<Sleep>>,
+    exhaustion: Exhaustion,
+}
+
+/// State of an "out of fds/memory" episode, shared by every acceptor of the listener.
+#[derive(Debug, Default)]
+struct Exhaustion {
+    /// An episode is in progress: a warning has been logged and not yet followed by a success.
+    active: AtomicBool,
+    /// The next pause, in nanoseconds.
+    delay_ns: AtomicU64,
+    /// `accept4(2)` calls made, for tests.
+    attempts: AtomicU64,
+}
+
+/// What to do after `accept4(2)` failed.
+enum Failure {
+    /// No pending connection: clear readiness and wait.
+    WouldBlock,
+    /// The connection went away in the queue, or a signal: try again at once.
+    Retry,
+    /// Out of fds or memory: the connection stays queued; pause, then try again.
+    Exhausted,
+    /// Anything else: report it.
+    Fatal,
+}
+
+fn classify(e: &io::Error) -> Failure {
+    if e.kind() == io::ErrorKind::WouldBlock {
+        return Failure::WouldBlock;
+    }
+    match e.raw_os_error() {
+        Some(libc::EINTR | libc::ECONNABORTED) => Failure::Retry,
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM) => Failure::Exhausted,
+        _ => Failure::Fatal,
+    }
+}
+
+impl Exhaustion {
+    /// Starts or continues an episode; returns how long to pause.
+    fn backoff(&self, err: &io::Error, local: impl FnOnce() -> Option<SocketAddr>) -> Duration {
+        let min = BACKOFF_MIN.as_nanos() as u64;
+        let max = BACKOFF_MAX.as_nanos() as u64;
+        if self
+            .active
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            self.delay_ns
+                .store(min.saturating_mul(2), Ordering::Relaxed);
+            tracing::warn!(
+                target: "weir::net",
+                error = %err,
+                local_addr = ?local(),
+                "accept failed for lack of file descriptors or memory; pending connections stay \
+                 queued and accept is retried with a backoff of up to {BACKOFF_MAX:?} until \
+                 resources free up"
+            );
+            return BACKOFF_MIN;
+        }
+        let prev = self
+            .delay_ns
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |d| {
+                Some(d.saturating_mul(2).clamp(min, max))
+            })
+            .unwrap_or(min);
+        Duration::from_nanos(prev.clamp(min, max))
+    }
+
+    /// A successful accept ends the episode.
+    fn recovered(&self, local: impl FnOnce() -> Option<SocketAddr>) {
+        // One relaxed load on the fast path; the address is looked up only for the log.
+        if self.active.load(Ordering::Relaxed) && self.active.swap(false, Ordering::AcqRel) {
+            tracing::info!(target: "weir::net", local_addr = ?local(), "accept recovered");
+        }
+    }
+}
+
+impl TcpListener {
+    /// Binds a listener to `addr`, trying each address it resolves to in turn.
+    ///
+    /// The socket gets `SO_REUSEADDR` and a backlog of 1024 (capped by `net.core.somaxconn`);
+    /// use [`TcpSocket`] for other settings. Bind port 0 to get a free port
+    /// ([`local_addr`](Self::local_addr) tells which).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: nothing is bound until the future completes (only a host name lookup may be
+    /// in flight).
+    ///
+    /// # Errors
+    /// The last address's error (e.g. `AddrInUse`), `InvalidInput` if `addr` resolves to no
+    /// address, a resolver error, or an error registering the socket with the reactor.
+    pub async fn bind<A: ToSocketAddrs>(addr: A) -> io::Result<TcpListener> {
+        let addrs = resolve(&addr).await?;
+        let mut last = None;
+        for a in addrs {
+            match TcpListener::bind_addr(a) {
+                Ok(l) => return Ok(l),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last_error(last))
+    }
+
+    fn bind_addr(addr: SocketAddr) -> io::Result<TcpListener> {
+        let socket = TcpSocket::new_for_addr(addr)?;
+        socket.set_reuseaddr(true)?;
+        socket.bind(addr)?;
+        socket.listen(1024)
+    }
+
+    /// Registers a listening, non-blocking socket.
+    pub(crate) fn from_listening(
+        std: std::net::TcpListener,
+        handle: Option<&Handle>,
+    ) -> io::Result<TcpListener> {
+        let io = match handle {
+            Some(h) => AsyncFd::with_handle(std, Interest::READABLE, h)?,
+            None => AsyncFd::with_interest(std, Interest::READABLE)?,
+        };
+        Ok(TcpListener {
+            io,
+            poll_backoff: Mutex::new(None),
+            exhaustion: Exhaustion::default(),
+        })
+    }
+
+    /// Wraps a listening standard listener, putting it in non-blocking mode and registering it
+    /// with the current reactor (a worker's own, or the fallback reactor outside a runtime).
+    ///
+    /// # Errors
+    /// The error of setting non-blocking mode or of registering the fd.
+    pub fn from_std(listener: std::net::TcpListener) -> io::Result<TcpListener> {
+        listener.set_nonblocking(true)?;
+        TcpListener::from_listening(listener, None)
+    }
+
+    /// Like [`from_std`](Self::from_std), but registers with the reactor of `handle`.
+    ///
+    /// # Errors
+    /// As [`from_std`](Self::from_std).
+    pub fn from_std_with_handle(
+        listener: std::net::TcpListener,
+        handle: &Handle,
+    ) -> io::Result<TcpListener> {
+        listener.set_nonblocking(true)?;
+        TcpListener::from_listening(listener, Some(handle))
+    }
+
+    /// Deregisters the listener and returns the standard listener. It stays in non-blocking
+    /// mode; call `set_nonblocking(false)` for blocking use.
+    ///
+    /// # Errors
+    /// None at present; the `Result` mirrors tokio's signature.
+    pub fn into_std(self) -> io::Result<std::net::TcpListener> {
+        Ok(self.io.into_inner())
+    }
+
+    /// Accepts a connection; the stream is registered with the current thread's reactor.
+    ///
+    /// Any number of tasks may wait in `accept` on one listener at once.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a connection is taken from the queue only in the poll that returns it.
+    ///
+    /// # Errors
+    /// Connections that die in the queue (`ECONNABORTED`) and `EINTR` are skipped silently.
+    /// When the process or system runs out of file descriptors or socket memory (`EMFILE`,
+    /// `ENFILE`, `ENOBUFS`, `ENOMEM`), `accept` does **not** fail: it logs one
+    /// `tracing::warn!` (target `weir::net`) per episode, leaves the connection queued, pauses
+    /// on a weir timer (1 ms, doubling up to 100 ms — no busy loop), and retries until resources
+    /// free up, then serves the queued connections; the end of the episode is logged at `info`.
+    /// Other `accept4(2)` errors are returned, as is an error registering the accepted stream
+    /// or a shut-down reactor.
+    pub async fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
+        let (std, addr) = AcceptStd::new(self).await?;
+        Ok((TcpStream::from_accepted(std)?, addr))
+    }
+
+    /// Polls to accept a connection. Only the last task to poll is woken; use
+    /// [`accept`](Self::accept) when several tasks accept on one listener.
+    ///
+    /// # Errors
+    /// As [`accept`](Self::accept), including the backoff on fd exhaustion.
+    pub fn poll_accept(&self, cx: &mut Context<'_>) -> Poll<io::Result<(TcpStream, SocketAddr)>> {
+        let (std, addr) = ready!(self.poll_accept_std(cx))?;
+        Poll::Ready(TcpStream::from_accepted(std).map(|s| (s, addr)))
+    }
+
+    /// Like [`poll_accept`](Self::poll_accept), but returns the accepted stream as a standard,
+    /// non-blocking, close-on-exec stream that is **not** registered with any reactor (for
+    /// [`TcpStream::from_std_with_handle`]). Same backoff on fd exhaustion.
+    ///
+    /// # Errors
+    /// As [`accept`](Self::accept).
+    #[doc(hidden)]
+    pub fn poll_accept_std(
+        &self,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<(std::net::TcpStream, SocketAddr)>> {
+        let mut backoff = self.poll_backoff.lock();
+        self.poll_accept_with(cx, &mut backoff, |cx| {
+            self.io.registration().poll_ready(cx, Direction::Read)
+        })
+    }
+
+    /// A stream of accepted connections (it never ends). Each stream keeps its own wait state,
+    /// so several may be used on one listener from different tasks.
+    pub fn incoming(&self) -> Incoming<'_> {
+        Incoming {
+            accept: AcceptStd::new(self),
+        }
+    }
+
+    /// How many times `accept4(2)` has been called on this listener (for tests).
+    #[doc(hidden)]
+    pub fn accept_attempts(&self) -> u64 {
+        self.exhaustion.attempts.load(Ordering::Relaxed)
+    }
+
+    /// The accept loop shared by every entry point: `wait` waits for read readiness, `backoff`
+    /// holds the pause of an exhaustion episode.
+    fn poll_accept_with(
+        &self,
+        cx: &mut Context<'_>,
+        backoff: &mut Option<Sleep>,
+        mut wait: impl FnMut(&mut Context<'_>) -> Poll<io::Result<ReadyEvent>>,
+    ) -> Poll<io::Result<(std::net::TcpStream, SocketAddr)>> {
+        loop {
+            if let Some(pause) = backoff.as_mut() {
+                ready!(Pin::new(pause).poll(cx));
+                *backoff = None;
+            }
+            let ev = ready!(wait(cx))?;
+            match self.accept_raw() {
+                Ok(accepted) => {
+                    self.exhaustion.recovered(|| self.local_addr().ok());
+                    return Poll::Ready(Ok(accepted));
+                }
+                Err(e) => match classify(&e) {
+                    Failure::WouldBlock => self.io.registration().clear_readiness(ev),
+                    Failure::Retry => {}
+                    // Readiness is kept: the connection is still queued, and no new edge may
+                    // come for it.
+                    Failure::Exhausted => {
+                        let d = self.exhaustion.backoff(&e, || self.local_addr().ok());
+                        *backoff = Some(sleep(d));
+                    }
+                    Failure::Fatal => return Poll::Ready(Err(e)),
+                },
+            }
+        }
+    }
+
+    /// One `accept4(2)`: non-blocking, close-on-exec.
+    fn accept_raw(&self) -> io::Result<(std::net::TcpStream, SocketAddr)> {
+        self.exhaustion.attempts.fetch_add(1, Ordering::Relaxed);
+        let fd = self.io.as_raw_fd();
+        // SAFETY: `try_init` passes a pointer to zeroed `sockaddr_storage` and a pointer to its
+        // size, both valid for the call; `accept4` writes at most that many bytes and updates
+        // the size. `fd` is the listener's open socket.
+        let (raw, peer) = unsafe {
+            SockAddr::try_init(|storage, len| {
+                let r = libc::accept4(
+                    fd,
+                    storage.cast(),
+                    len,
+                    libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+                );
+                if r < 0 {
+                    Err(io::Error::last_os_error())
+                } else {
+                    Ok(r)
+                }
+            })?
+        };
+        // SAFETY: `accept4` returned a new fd that nothing else owns.
+        let stream = unsafe { std::net::TcpStream::from_raw_fd(raw) };
+        let peer = peer
+            .as_socket()
+            .ok_or_else(|| io::Error::other("accepted a connection with a non-IP address"))?;
+        Ok((stream, peer))
+    }
+
+    /// The local address the listener is bound to.
+    ///
+    /// # Errors
+    /// The error of `getsockname(2)`.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.io.get_ref().local_addr()
+    }
+
+    /// `IP_TTL`.
+    ///
+    /// # Errors
+    /// The error of `getsockopt(2)`.
+    pub fn ttl(&self) -> io::Result<u32> {
+        self.io.get_ref().ttl()
+    }
+
+    /// Sets `IP_TTL` (inherited by accepted streams).
+    ///
+    /// # Errors
+    /// The error of `setsockopt(2)`.
+    pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
+        self.io.get_ref().set_ttl(ttl)
+    }
+}
+
+impl AsRawFd for TcpListener {
+    fn as_raw_fd(&self) -> RawFd {
+        self.io.as_raw_fd()
+    }
+}
+
+impl AsFd for TcpListener {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.io.get_ref().as_fd()
+    }
+}
+
+impl TryFrom<std::net::TcpListener> for TcpListener {
+    type Error = io::Error;
+
+    /// [`TcpListener::from_std`].
+    fn try_from(listener: std::net::TcpListener) -> io::Result<TcpListener> {
+        TcpListener::from_std(listener)
+    }
+}
+
+impl fmt::Debug for TcpListener {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TcpListener")
+            .field("fd", &self.io.as_raw_fd())
+            .field("local", &self.local_addr().ok())
+            .field("registration", self.io.registration())
+            .field("exhausted", &self.exhaustion.active.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+/// The accept future: its own readiness waiter (so many tasks can accept at once) and its own
+/// backoff timer. Reusable after completion (by [`Incoming`]).
+struct AcceptStd<'a> {
+    listener: &'a TcpListener,
+    readiness: Readiness<'a>,
+    backoff: Option<Sleep>,
+}
+
+impl<'a> AcceptStd<'a> {
+    fn new(listener: &'a TcpListener) -> AcceptStd<'a> {
+        AcceptStd {
+            listener,
+            readiness: listener.io.registration().readiness(Interest::READABLE),
+            backoff: None,
+        }
+    }
+}
+
+impl Future for AcceptStd<'_> {
+    type Output = io::Result<(std::net::TcpStream, SocketAddr)>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let readiness = &mut this.readiness;
+        this.listener.poll_accept_with(cx, &mut this.backoff, |cx| {
+            Pin::new(&mut *readiness).poll(cx)
+        })
+    }
+}
+
+/// The stream of connections of [`TcpListener::incoming`]: yields `io::Result<TcpStream>`
+/// forever (it never returns `None`), with the error handling of
+/// [`TcpListener::accept`] — including the backoff when fds run out.
+///
+/// # Example
+/// ```no_run
+/// use futures_core::Stream;
+/// # async fn demo(listener: weir_net::TcpListener) {
+/// let mut incoming = std::pin::pin!(listener.incoming());
+/// while let Some(stream) = std::future::poll_fn(|cx| incoming.as_mut().poll_next(cx)).await {
+///     let stream = stream.expect("accepted");
+///     # drop(stream);
+/// }
+/// # }
+/// ```
+#[must_use = "streams do nothing unless polled"]
+pub struct Incoming<'a> {
+    accept: AcceptStd<'a>,
+}
+
+impl futures_core::Stream for Incoming<'_> {
+    type Item = io::Result<TcpStream>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        let r = ready!(Pin::new(&mut this.accept).poll(cx));
+        Poll::Ready(Some(r.and_then(|(std, _)| TcpStream::from_accepted(std))))
+    }
+}
+
+impl fmt::Debug for Incoming<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Incoming")
+            .field("listener", self.accept.listener)
+            .field("backing_off", &self.accept.backoff.is_some())
+            .finish()
+    }
+}
