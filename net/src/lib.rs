@@ -21,7 +21,7 @@ mod udp;
 pub mod unix;
 
 pub use addr::ToSocketAddrs;
-pub use shard::{NapiStats, ShardedListener};
+pub use shard::{NapiStats, Serving, ShardStats, ShardedListener, ShardedListenerBuilder};
 pub use tcp::{TcpListener, TcpSocket, TcpStream};
 pub use udp::UdpSocket;
 pub use unix::{UnixDatagram, UnixListener, UnixStream};

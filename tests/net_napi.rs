@@ -1,0 +1,377 @@
+//! NAPI-sharded accept and per-worker kernel busy poll.
+//!
+//! The lab tests need root: they build the napi-lab testbed (two network namespaces joined by
+//! a multi-queue veth whose receive path runs through NAPI, so accepted sockets report real
+//! `SO_INCOMING_NAPI_ID`s), run a sharded server in the server namespace and clients in the
+//! client namespace, and tear the lab down afterwards, also on failure. Without root they are
+//! skipped with a printed reason; CI runs as root and runs them.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream as StdStream};
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread;
+use std::time::Duration;
+
+use futures::{AsyncReadExt, AsyncWriteExt};
+use weir::net::{ShardedListener, shard};
+use weir::runtime::{Builder, KernelBusyPoll};
+
+fn is_root() -> bool {
+    // SAFETY: geteuid takes no arguments and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// The napi-lab script: `$WEIR_NAPI_LAB`, or the team's shared copy next to the checkout.
+fn lab_script() -> PathBuf {
+    if let Some(p) = std::env::var_os("WEIR_NAPI_LAB") {
+        return PathBuf::from(p);
+    }
+    let beside = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/netlab/napi-lab.sh");
+    if beside.exists() {
+        return beside;
+    }
+    PathBuf::from("/work/shared/netlab/napi-lab.sh")
+}
+
+/// The testbed; `down` runs on drop, so a failing test still removes its namespaces.
+struct Lab {
+    script: PathBuf,
+    prefix: &'static str,
+}
+
+impl Lab {
+    fn up(prefix: &'static str, queues: u32) -> Lab {
+        let script = lab_script();
+        assert!(
+            script.exists(),
+            "napi-lab script not found at {} (set WEIR_NAPI_LAB)",
+            script.display()
+        );
+        let lab = Lab { script, prefix };
+        let out = Command::new("bash")
+            .arg(&lab.script)
+            .args(["up", prefix, &queues.to_string()])
+            .output()
+            .expect("run napi-lab.sh");
+        assert!(
+            out.status.success(),
+            "napi-lab.sh up failed (needs root, iproute2 and ethtool: apt-get install -y \
+             iproute2 ethtool):\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        lab
+    }
+
+    fn srv(&self) -> String {
+        format!("{}-srv", self.prefix)
+    }
+
+    fn cli(&self) -> String {
+        format!("{}-cli", self.prefix)
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(&self.script)
+            .args(["down", self.prefix])
+            .status();
+    }
+}
+
+/// Moves the calling thread into network namespace `name` (sockets it creates, and threads it
+/// spawns, live there).
+fn enter_netns(name: &str) {
+    let f = std::fs::File::open(format!("/var/run/netns/{name}"))
+        .unwrap_or_else(|e| panic!("open netns {name}: {e}"));
+    // SAFETY: setns takes an fd we own (kept open for the call) and a flag; no pointers.
+    let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
+    assert_eq!(rc, 0, "setns {name}: {}", std::io::Error::last_os_error());
+}
+
+/// A record of one served connection: its NAPI id and the worker its handler ran on.
+type Served = Arc<Mutex<Vec<(u32, Option<usize>)>>>;
+
+const CONNS: usize = 64;
+
+#[test]
+fn sharded_accept_keeps_each_napi_id_on_one_worker() {
+    if !is_root() {
+        eprintln!("SKIPPED: napi-lab needs root (network namespaces, veth, ethtool)");
+        return;
+    }
+    let lab = Lab::up("weirt3a", 2);
+    let (addr_tx, addr_rx) = mpsc::channel::<SocketAddr>();
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let served: Served = Arc::default();
+    let served2 = served.clone();
+    let srv_ns = lab.srv();
+    let server = thread::spawn(move || {
+        enter_netns(&srv_ns);
+        let rt = Builder::new_multi_thread()
+            .workers(2)
+            .build()
+            .expect("runtime");
+        rt.block_on(async move {
+            let listener = ShardedListener::bind("198.18.0.1:0").await.expect("bind");
+            addr_tx.send(listener.local_addr()).unwrap();
+            let serving = listener.serve(move |mut stream, _peer| {
+                let served = served2.clone();
+                async move {
+                    let id = shard::napi_id(&stream).expect("napi id");
+                    served
+                        .lock()
+                        .unwrap()
+                        .push((id, weir::runtime::worker_index()));
+                    let mut buf = [0u8; 64];
+                    loop {
+                        match stream.read(&mut buf).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => {
+                                if stream.write_all(&buf[..n]).await.is_err() {
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                }
+            });
+            let stats = serving.stats_handle();
+            // Wait (on a blocking thread) for the clients to finish, then report.
+            weir::task::spawn_blocking(move || done_rx.recv())
+                .await
+                .unwrap()
+                .unwrap();
+            serving.stop();
+            stats.get()
+        })
+    });
+
+    let addr = addr_rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("server address");
+    let cli_ns = lab.cli();
+    let client = thread::spawn(move || {
+        enter_netns(&cli_ns);
+        let mut conns = Vec::new();
+        for i in 0..CONNS {
+            let mut c = StdStream::connect_timeout(&addr, Duration::from_secs(10))
+                .unwrap_or_else(|e| panic!("connect {i}: {e}"));
+            c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+            let msg = format!("ping {i:03}");
+            c.write_all(msg.as_bytes()).unwrap();
+            let mut back = vec![0u8; msg.len()];
+            c.read_exact(&mut back).unwrap();
+            assert_eq!(back, msg.as_bytes());
+            conns.push(c);
+        }
+        drop(conns);
+    });
+    let client_res = client.join();
+    done_tx.send(()).unwrap();
+    let stats = server.join().expect("server thread");
+    client_res.expect("client thread");
+
+    let served = served.lock().unwrap().clone();
+    assert_eq!(served.len(), CONNS, "every connection reached a handler");
+    let ids: BTreeSet<u32> = served.iter().map(|&(id, _)| id).collect();
+    assert!(
+        !ids.contains(&0),
+        "the lab should give every connection a real NAPI id, got {ids:?}"
+    );
+    // Every connection was served by the worker that owns its id.
+    let owner: BTreeMap<u32, usize> = stats
+        .iter()
+        .flat_map(|s| s.napi_ids.iter().map(move |&id| (id, s.worker)))
+        .collect();
+    for &(id, worker) in &served {
+        assert_eq!(
+            Some(owner[&id]),
+            worker,
+            "NAPI id {id} is owned by worker {} but was served on {worker:?}",
+            owner[&id]
+        );
+    }
+    // Each id has exactly one owner, and ids are spread: no worker holds two while another
+    // holds none.
+    assert_eq!(
+        owner.len(),
+        ids.len(),
+        "every id seen has an owner: {stats:?}"
+    );
+    let counts: Vec<usize> = stats.iter().map(|s| s.napi_ids.len()).collect();
+    let (min, max) = (*counts.iter().min().unwrap(), *counts.iter().max().unwrap());
+    assert!(max - min <= 1, "NAPI ids unevenly spread: {stats:?}");
+    // Accept/hand-off bookkeeping adds up.
+    let accepted: u64 = stats.iter().map(|s| s.accepted).sum();
+    let served_n: u64 = stats.iter().map(|s| s.served).sum();
+    let out: u64 = stats.iter().map(|s| s.handed_out).sum();
+    let inn: u64 = stats.iter().map(|s| s.handed_in).sum();
+    assert_eq!(accepted, CONNS as u64, "{stats:?}");
+    assert_eq!(served_n, CONNS as u64, "{stats:?}");
+    assert_eq!(out, inn, "{stats:?}");
+    for s in &stats {
+        let on_worker = served.iter().filter(|&&(_, w)| w == Some(s.worker)).count() as u64;
+        assert_eq!(s.served, on_worker, "{stats:?}");
+    }
+    eprintln!("napi-lab stats: {stats:?}");
+    drop(lab);
+}
+
+#[test]
+fn kernel_busy_poll_is_applied_to_every_worker() {
+    let want = KernelBusyPoll {
+        usecs: 64,
+        budget: 16,
+        prefer: true,
+    };
+    let rt = Builder::new_multi_thread()
+        .workers(2)
+        .kernel_busy_poll(want.usecs, want.budget, want.prefer)
+        .build()
+        .expect("non-strict kernel_busy_poll never fails the build");
+    match rt.handle().kernel_busy_poll(0) {
+        Err(e) if e.raw_os_error() == Some(libc::ENOTTY) => {
+            eprintln!("SKIPPED: this kernel has no EPIOCGPARAMS (Linux < 6.9)");
+            return;
+        }
+        _ => {}
+    }
+    for w in 0..2 {
+        // Read back with the raw ioctl, independently of weir's wrapper.
+        let fd = rt
+            .handle()
+            .worker_reactor(w)
+            .unwrap()
+            .epoll_fd()
+            .expect("epoll backend");
+        let mut p = libc::epoll_params {
+            busy_poll_usecs: 0,
+            busy_poll_budget: 0,
+            prefer_busy_poll: 0,
+            __pad: 0,
+        };
+        // SAFETY: EPIOCGPARAMS writes one epoll_params into `p`, a live local.
+        let rc = unsafe { libc::ioctl(fd, libc::EPIOCGPARAMS, &raw mut p) };
+        assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+        assert_eq!(
+            (p.busy_poll_usecs, p.busy_poll_budget, p.prefer_busy_poll),
+            (64, 16, 1),
+            "worker {w}"
+        );
+        assert_eq!(rt.handle().kernel_busy_poll(w).unwrap(), want);
+    }
+    // The runtime still works.
+    assert_eq!(
+        rt.block_on(async { weir::spawn(async { 7 }).await.unwrap() }),
+        7
+    );
+}
+
+#[test]
+fn kernel_busy_poll_failure_warns_unless_strict() {
+    // The mio backend exposes no epoll fd: not applicable, so a warning and no busy poll...
+    let rt = Builder::new_multi_thread()
+        .workers(1)
+        .backend(weir::runtime::Backend::Mio)
+        .kernel_busy_poll(50, 8, false)
+        .build()
+        .expect("non-strict: runs without busy poll");
+    assert_eq!(rt.block_on(async { 1 + 1 }), 2);
+    drop(rt);
+    // ...or an error naming the cause when strict.
+    let err = Builder::new_multi_thread()
+        .workers(1)
+        .backend(weir::runtime::Backend::Mio)
+        .kernel_busy_poll(50, 8, false)
+        .kernel_busy_poll_strict(true)
+        .build()
+        .expect_err("strict fails");
+    let msg = err.to_string();
+    assert!(msg.contains("kernel_busy_poll"), "{msg}");
+    assert!(msg.contains("mio"), "{msg}");
+    // An out-of-range value is a configuration error.
+    let err = Builder::new_multi_thread()
+        .kernel_busy_poll(u32::MAX, 8, false)
+        .build()
+        .expect_err("usecs too large");
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+    assert!(err.to_string().contains("usecs"), "{err}");
+}
+
+#[test]
+fn sharded_listener_on_loopback_serves_on_the_accepting_worker() {
+    // Loopback has no NAPI (id 0): each connection stays on the worker that accepted it.
+    let rt = Builder::new_multi_thread()
+        .workers(2)
+        .build()
+        .expect("runtime");
+    let served: Served = Arc::default();
+    let served2 = served.clone();
+    let (stats, results) = rt.block_on(async move {
+        let listener = ShardedListener::builder()
+            .nodelay(true)
+            .bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        assert_eq!(listener.num_listeners(), 2);
+        let addr = listener.local_addr();
+        let serving = listener.serve(move |mut stream, _| {
+            let served = served2.clone();
+            async move {
+                let id = shard::napi_id(&stream).unwrap();
+                served
+                    .lock()
+                    .unwrap()
+                    .push((id, weir::runtime::worker_index()));
+                let mut buf = [0u8; 16];
+                let n = stream.read(&mut buf).await.unwrap();
+                stream.write_all(&buf[..n]).await.unwrap();
+            }
+        });
+        let mut joins = Vec::new();
+        for i in 0..32u8 {
+            joins.push(weir::spawn(async move {
+                let mut c = weir::net::TcpStream::connect(addr).await.unwrap();
+                c.write_all(&[i]).await.unwrap();
+                let mut b = [0u8; 1];
+                c.read_exact(&mut b).await.unwrap();
+                b[0]
+            }));
+        }
+        let mut results = Vec::new();
+        for j in joins {
+            results.push(j.await.unwrap());
+        }
+        let stats = serving.stats_handle().get();
+        serving.stop();
+        serving.await.expect("stopped cleanly");
+        (stats, results)
+    });
+    assert_eq!(results, (0..32u8).collect::<Vec<_>>());
+    let served = served.lock().unwrap();
+    assert_eq!(served.len(), 32);
+    assert!(
+        served.iter().all(|&(id, _)| id == 0),
+        "loopback has no NAPI"
+    );
+    assert!(
+        stats
+            .iter()
+            .all(|s| s.napi_ids.is_empty() && s.handed_out == 0 && s.handed_in == 0)
+    );
+    assert_eq!(stats.iter().map(|s| s.accepted).sum::<u64>(), 32);
+}
+
+#[test]
+fn sharded_listener_outside_a_runtime_is_an_error() {
+    let err = futures::executor::block_on(ShardedListener::bind("127.0.0.1:0"))
+        .expect_err("needs a weir runtime");
+    assert!(err.to_string().contains("weir runtime"), "{err}");
+}
