@@ -1,0 +1,166 @@
+//! [`UnixListener`]: accepts connections on a Unix-domain socket path.
+
+use std::fmt;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::os::unix::net;
+use std::path::Path;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use futures_core::Stream;
+use weir_reactor::{AsyncFd, Direction, Interest};
+
+use super::{SocketAddr, UnixStream};
+
+/// A Unix-domain socket listening for stream connections.
+///
+/// It registers with the reactor of the thread that creates it; each accepted [`UnixStream`]
+/// registers with the reactor of the thread that accepts it.
+///
+/// The socket file stays on disk when the listener is dropped; remove it yourself (binding to
+/// an existing path fails with [`io::ErrorKind::AddrInUse`]).
+pub struct UnixListener {
+    io: AsyncFd<net::UnixListener>,
+}
+
+impl UnixListener {
+    /// Creates a listener bound to `path` (non-blocking, close-on-exec).
+    ///
+    /// # Errors
+    /// The OS error of `socket(2)`, `bind(2)` or `listen(2)` — `AddrInUse` when a file
+    /// already exists at `path` — or a registration error of the reactor.
+    pub fn bind<P: AsRef<Path>>(path: P) -> io::Result<UnixListener> {
+        UnixListener::from_std(net::UnixListener::bind(path)?)
+    }
+
+    /// Wraps a standard library listener, switching it to non-blocking mode and registering it
+    /// with the current reactor.
+    ///
+    /// # Errors
+    /// The OS error of switching to non-blocking mode, or a registration error of the reactor.
+    pub fn from_std(listener: net::UnixListener) -> io::Result<UnixListener> {
+        listener.set_nonblocking(true)?;
+        Ok(UnixListener {
+            io: AsyncFd::with_interest(listener, Interest::READABLE)?,
+        })
+    }
+
+    /// Deregisters the listener and returns the standard library listener. It stays in
+    /// non-blocking mode.
+    ///
+    /// # Errors
+    /// Never fails at present; the `Result` mirrors tokio's signature.
+    pub fn into_std(self) -> io::Result<net::UnixListener> {
+        Ok(self.io.into_inner())
+    }
+
+    /// The address the listener is bound to.
+    ///
+    /// # Errors
+    /// The OS error of `getsockname(2)`.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.io.get_ref().local_addr()
+    }
+
+    /// Takes the pending socket error (`SO_ERROR`), if any.
+    ///
+    /// # Errors
+    /// The OS error of `getsockopt(2)`.
+    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
+        self.io.get_ref().take_error()
+    }
+
+    /// Accepts a connection and returns it with the peer's address (usually unnamed).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: if the future is dropped before it completes, no connection has been
+    /// taken from the backlog.
+    ///
+    /// # Errors
+    /// The OS error of `accept4(2)` (e.g. `EMFILE` when out of fds), or a registration error of
+    /// the reactor.
+    pub async fn accept(&self) -> io::Result<(UnixStream, SocketAddr)> {
+        let (stream, addr) = self
+            .io
+            .registration()
+            .async_io(Interest::READABLE, || self.accept_std())
+            .await?;
+        Ok((UnixStream::new(stream)?, addr))
+    }
+
+    /// Polls to accept a connection. Only the last task to poll is woken.
+    ///
+    /// # Errors
+    /// As [`accept`](Self::accept).
+    pub fn poll_accept(&self, cx: &mut Context<'_>) -> Poll<io::Result<(UnixStream, SocketAddr)>> {
+        let (stream, addr) = ready!(
+            self.io
+                .registration()
+                .poll_io(cx, Direction::Read, || self.accept_std())
+        )?;
+        Poll::Ready(UnixStream::new(stream).map(|s| (s, addr)))
+    }
+
+    /// A [`Stream`] of accepted connections. It never ends; an accept error is yielded as an
+    /// item, and the stream can be polled again after it.
+    pub fn incoming(&self) -> Incoming<'_> {
+        Incoming { listener: self }
+    }
+
+    fn accept_std(&self) -> io::Result<(net::UnixStream, SocketAddr)> {
+        let (stream, addr) = self.io.get_ref().accept()?;
+        stream.set_nonblocking(true)?;
+        Ok((stream, addr))
+    }
+}
+
+impl TryFrom<net::UnixListener> for UnixListener {
+    type Error = io::Error;
+
+    /// As [`UnixListener::from_std`].
+    fn try_from(listener: net::UnixListener) -> io::Result<UnixListener> {
+        UnixListener::from_std(listener)
+    }
+}
+
+impl AsRawFd for UnixListener {
+    fn as_raw_fd(&self) -> RawFd {
+        self.io.get_ref().as_raw_fd()
+    }
+}
+
+impl AsFd for UnixListener {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.io.get_ref().as_fd()
+    }
+}
+
+impl fmt::Debug for UnixListener {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.io.get_ref(), f)
+    }
+}
+
+/// The [`Stream`] of connections returned by [`UnixListener::incoming`].
+#[must_use = "streams do nothing unless polled"]
+pub struct Incoming<'a> {
+    listener: &'a UnixListener,
+}
+
+impl Stream for Incoming<'_> {
+    type Item = io::Result<UnixStream>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let r = ready!(self.listener.poll_accept(cx));
+        Poll::Ready(Some(r.map(|(stream, _addr)| stream)))
+    }
+}
+
+impl fmt::Debug for Incoming<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Incoming")
+            .field("listener", self.listener)
+            .finish()
+    }
+}

@@ -1,0 +1,476 @@
+//! [`UnixStream`]: a connected Unix-domain stream socket.
+
+use std::fmt;
+use std::io::{self, IoSlice, IoSliceMut, Read};
+#[cfg(any(feature = "tokio-io", feature = "hyper"))]
+use std::mem::MaybeUninit;
+use std::net::Shutdown;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::unix::net;
+use std::path::Path;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use socket2::{Domain, SockAddr, SockRef, Socket, Type};
+use weir_reactor::{AsyncFd, Direction, Interest, Ready};
+
+use super::split::{self, ReadHalf, WriteHalf};
+use super::split_owned::{self, OwnedReadHalf, OwnedWriteHalf};
+use super::{SocketAddr, UCred, ucred};
+
+/// First pause of [`UnixStream::connect`] while the listener's backlog is full.
+const CONNECT_BACKOFF_MIN: Duration = Duration::from_micros(50);
+/// Longest pause of [`UnixStream::connect`] while the listener's backlog is full.
+const CONNECT_BACKOFF_MAX: Duration = Duration::from_millis(10);
+
+/// A connected Unix-domain stream socket.
+///
+/// Created by [`connect`](Self::connect), [`pair`](Self::pair),
+/// [`UnixListener::accept`](super::UnixListener::accept) or [`from_std`](Self::from_std). It
+/// registers with the reactor of the thread that creates it.
+///
+/// Read and write it through `futures_io::AsyncRead`/`AsyncWrite` (always), tokio's
+/// `AsyncRead`/`AsyncWrite` (feature `tokio-io`), hyper's `rt::Read`/`rt::Write` (feature
+/// `hyper`), or the readiness-based `try_*` methods. One task may read while another writes:
+/// the two directions are woken independently. To move the directions into different tasks,
+/// use [`split`](Self::split) or [`into_split`](Self::into_split).
+///
+/// Writes use `send(2)` with `MSG_NOSIGNAL`: writing to a stream whose peer is gone fails with
+/// [`io::ErrorKind::BrokenPipe`] and never raises `SIGPIPE`.
+///
+/// Closing (`poll_close`, `poll_shutdown`) shuts down the write direction only; the socket is
+/// closed when the `UnixStream` is dropped.
+pub struct UnixStream {
+    io: AsyncFd<net::UnixStream>,
+}
+
+impl UnixStream {
+    /// Registers a stream that is already non-blocking.
+    pub(crate) fn new(stream: net::UnixStream) -> io::Result<UnixStream> {
+        Ok(UnixStream {
+            io: AsyncFd::new(stream)?,
+        })
+    }
+
+    /// Connects to the socket bound at `path`.
+    ///
+    /// While the listener's accept backlog is full (the kernel refuses a non-blocking connect
+    /// with `EAGAIN`), the attempt is repeated after short pauses, as a blocking `connect`
+    /// would wait; wrap the call in a timeout to bound that.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future closes the socket that was being connected.
+    ///
+    /// # Errors
+    /// The OS error of `socket(2)` or `connect(2)` (`NotFound` when nothing exists at `path`,
+    /// `ConnectionRefused` when nothing listens there), `InvalidInput` when `path` is too long
+    /// for a Unix socket address, or a registration error of the reactor.
+    pub async fn connect<P: AsRef<Path>>(path: P) -> io::Result<UnixStream> {
+        let addr = SockAddr::unix(path)?;
+        let sock = Socket::new(Domain::UNIX, Type::STREAM.nonblocking(), None)?;
+        let mut pause = CONNECT_BACKOFF_MIN;
+        loop {
+            match sock.connect(&addr) {
+                Ok(()) => break,
+                // A Unix stream connect never completes asynchronously on Linux: it either
+                // connects at once or fails. `EAGAIN` means the backlog is full right now.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    weir_reactor::time::sleep(pause).await;
+                    pause = (pause * 2).min(CONNECT_BACKOFF_MAX);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        // Registered only once connected: an unconnected stream socket reports a hang-up.
+        UnixStream::new(net::UnixStream::from(OwnedFd::from(sock)))
+    }
+
+    /// Creates a pair of connected sockets (`socketpair(2)`).
+    ///
+    /// # Errors
+    /// The OS error of `socketpair(2)`, or a registration error of the reactor.
+    pub fn pair() -> io::Result<(UnixStream, UnixStream)> {
+        let (a, b) = net::UnixStream::pair()?;
+        a.set_nonblocking(true)?;
+        b.set_nonblocking(true)?;
+        Ok((UnixStream::new(a)?, UnixStream::new(b)?))
+    }
+
+    /// Wraps a standard library stream, switching it to non-blocking mode and registering it
+    /// with the current reactor.
+    ///
+    /// The stream should be connected: an unconnected stream socket reports a hang-up, which
+    /// the reactor records as a permanent close of both directions.
+    ///
+    /// # Errors
+    /// The OS error of switching to non-blocking mode, or a registration error of the reactor.
+    pub fn from_std(stream: net::UnixStream) -> io::Result<UnixStream> {
+        stream.set_nonblocking(true)?;
+        UnixStream::new(stream)
+    }
+
+    /// Deregisters the stream and returns the standard library stream. It stays in
+    /// non-blocking mode; call `set_nonblocking(false)` for blocking use.
+    ///
+    /// # Errors
+    /// Never fails at present; the `Result` mirrors tokio's signature.
+    pub fn into_std(self) -> io::Result<net::UnixStream> {
+        Ok(self.io.into_inner())
+    }
+
+    /// The address this socket is bound to (usually unnamed for a client).
+    ///
+    /// # Errors
+    /// The OS error of `getsockname(2)`.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.io.get_ref().local_addr()
+    }
+
+    /// The address of the peer (unnamed when the peer is a client that did not bind).
+    ///
+    /// # Errors
+    /// The OS error of `getpeername(2)`.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        self.io.get_ref().peer_addr()
+    }
+
+    /// The credentials of the peer process (`SO_PEERCRED`).
+    ///
+    /// # Errors
+    /// The OS error of `getsockopt(2)`.
+    pub fn peer_cred(&self) -> io::Result<UCred> {
+        ucred::peer_cred(self.io.get_ref())
+    }
+
+    /// Takes the pending socket error (`SO_ERROR`), if any.
+    ///
+    /// # Errors
+    /// The OS error of `getsockopt(2)`.
+    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
+        self.io.get_ref().take_error()
+    }
+
+    /// Shuts down the write direction: the peer reads end of stream, reading keeps working.
+    /// The inherent counterpart of `AsyncWriteExt::shutdown` / `close`, with the same effect,
+    /// so `stream.shutdown().await` means the same with or without those traits in scope.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the shutdown happens on the first poll.
+    ///
+    /// # Errors
+    /// The OS error of `shutdown(2)`.
+    pub async fn shutdown(&self) -> io::Result<()> {
+        self.shutdown_std(Shutdown::Write)
+    }
+
+    /// Shuts down the write direction; always ready.
+    ///
+    /// # Errors
+    /// As [`shutdown`](Self::shutdown).
+    pub fn poll_shutdown(&self, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(self.shutdown_std(Shutdown::Write))
+    }
+
+    /// Shuts down the read, write or both directions (`shutdown(2)`).
+    ///
+    /// After a read shutdown, reads return end of stream; after a write shutdown, writes fail
+    /// with `BrokenPipe` and the peer reads end of stream.
+    ///
+    /// # Errors
+    /// The OS error of `shutdown(2)` (`NotConnected` if the peer is already gone on some
+    /// kernels).
+    pub fn shutdown_std(&self, how: Shutdown) -> io::Result<()> {
+        self.io.get_ref().shutdown(how)
+    }
+
+    /// Waits until the socket is ready for any of `interest`, and returns the readiness seen.
+    /// Any number of tasks may wait at once.
+    ///
+    /// The readiness may be spurious: an operation attempted afterwards can still return
+    /// `WouldBlock`.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future loses no readiness.
+    ///
+    /// # Errors
+    /// When the reactor the socket is registered with has shut down.
+    pub async fn ready(&self, interest: Interest) -> io::Result<Ready> {
+        let ev = self.io.registration().readiness(interest).await?;
+        Ok(ev.ready())
+    }
+
+    /// Waits until the socket is readable (data, end of stream, or an error).
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    ///
+    /// # Errors
+    /// When the reactor has shut down.
+    pub async fn readable(&self) -> io::Result<()> {
+        self.ready(Interest::READABLE).await.map(drop)
+    }
+
+    /// Waits until the socket is writable (buffer space, a closed write direction, or an
+    /// error).
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    ///
+    /// # Errors
+    /// When the reactor has shut down.
+    pub async fn writable(&self) -> io::Result<()> {
+        self.ready(Interest::WRITABLE).await.map(drop)
+    }
+
+    /// Polls for read readiness. Only the last task to poll for reading is woken.
+    ///
+    /// # Errors
+    /// When the reactor has shut down.
+    pub fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.io
+            .registration()
+            .poll_ready(cx, Direction::Read)
+            .map_ok(drop)
+    }
+
+    /// Polls for write readiness. Only the last task to poll for writing is woken.
+    ///
+    /// # Errors
+    /// When the reactor has shut down.
+    pub fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.io
+            .registration()
+            .poll_ready(cx, Direction::Write)
+            .map_ok(drop)
+    }
+
+    /// Reads into `buf` if the socket is known to be readable. `Ok(0)` means end of stream (or
+    /// an empty `buf`).
+    ///
+    /// # Errors
+    /// `WouldBlock` when no data is available (readiness is then cleared, so
+    /// [`readable`](Self::readable) waits for new data); otherwise the OS error of `read(2)`.
+    pub fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        let mut sock = self.io.get_ref();
+        self.io
+            .registration()
+            .try_io(Interest::READABLE, || sock.read(buf))
+    }
+
+    /// Vectored [`try_read`](Self::try_read).
+    ///
+    /// # Errors
+    /// As [`try_read`](Self::try_read).
+    pub fn try_read_vectored(&self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+        let mut sock = self.io.get_ref();
+        self.io
+            .registration()
+            .try_io(Interest::READABLE, || sock.read_vectored(bufs))
+    }
+
+    /// Writes from `buf` if the socket is known to be writable; returns how many bytes were
+    /// written.
+    ///
+    /// # Errors
+    /// `WouldBlock` when the send buffer is full (readiness is then cleared), `BrokenPipe`
+    /// when the peer is gone, otherwise the OS error of `send(2)`.
+    pub fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
+        self.io
+            .registration()
+            .try_io(Interest::WRITABLE, || self.send_nosignal(buf))
+    }
+
+    /// Vectored [`try_write`](Self::try_write) (`sendmsg(2)`).
+    ///
+    /// # Errors
+    /// As [`try_write`](Self::try_write).
+    pub fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.io
+            .registration()
+            .try_io(Interest::WRITABLE, || self.send_vectored_nosignal(bufs))
+    }
+
+    /// Runs `f` if the socket is known to be ready for `interest`; when `f` returns
+    /// `WouldBlock`, that readiness is cleared. `f` should perform an I/O operation on this
+    /// socket (e.g. through `as_raw_fd`).
+    ///
+    /// # Errors
+    /// `WouldBlock` when not ready, otherwise whatever `f` returns.
+    pub fn try_io<R>(
+        &self,
+        interest: Interest,
+        f: impl FnOnce() -> io::Result<R>,
+    ) -> io::Result<R> {
+        self.io.registration().try_io(interest, f)
+    }
+
+    /// Waits for `interest` and runs `f` until it returns something other than `WouldBlock`.
+    ///
+    /// # Cancel safety
+    /// Cancel safe as long as `f` is: no readiness is lost.
+    ///
+    /// # Errors
+    /// Whatever `f` returns other than `WouldBlock`, or a shut-down reactor.
+    pub async fn async_io<R>(
+        &self,
+        interest: Interest,
+        f: impl FnMut() -> io::Result<R>,
+    ) -> io::Result<R> {
+        self.io.registration().async_io(interest, f).await
+    }
+
+    /// Splits the stream into a read half and a write half that borrow it, to read and write
+    /// from two places at once (e.g. two futures of one `join`). Costs nothing.
+    ///
+    /// With `futures::AsyncReadExt` in scope, `stream.split()` resolves to that trait's
+    /// by-value `split`; write `UnixStream::split(&mut stream)` or `(&mut stream).split()`.
+    pub fn split(&mut self) -> (ReadHalf<'_>, WriteHalf<'_>) {
+        split::split(self)
+    }
+
+    /// Splits the stream into owned halves that can move to different tasks; an `Arc` is
+    /// shared between them. [`OwnedReadHalf::reunite`] puts them back together.
+    ///
+    /// Dropping the write half shuts down the write direction (unless
+    /// [`OwnedWriteHalf::forget`] is used).
+    pub fn into_split(self) -> (OwnedReadHalf, OwnedWriteHalf) {
+        split_owned::split_owned(self)
+    }
+
+    // ---- building blocks of the trait impls (also used by the halves) ----
+
+    fn send_nosignal(&self, buf: &[u8]) -> io::Result<usize> {
+        SockRef::from(self.io.get_ref()).send_with_flags(buf, libc::MSG_NOSIGNAL)
+    }
+
+    fn send_vectored_nosignal(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        SockRef::from(self.io.get_ref()).send_vectored_with_flags(bufs, libc::MSG_NOSIGNAL)
+    }
+
+    pub(super) fn poll_read_priv(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        let mut sock = self.io.get_ref();
+        self.io
+            .registration()
+            .poll_io(cx, Direction::Read, || sock.read(buf))
+    }
+
+    pub(super) fn poll_read_vectored_priv(
+        &self,
+        cx: &mut Context<'_>,
+        bufs: &mut [IoSliceMut<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let mut sock = self.io.get_ref();
+        self.io
+            .registration()
+            .poll_io(cx, Direction::Read, || sock.read_vectored(bufs))
+    }
+
+    /// Reads into possibly uninitialised memory; `recv(2)` only ever writes to it.
+    #[cfg(any(feature = "tokio-io", feature = "hyper"))]
+    fn poll_read_uninit(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &mut [MaybeUninit<u8>],
+    ) -> Poll<io::Result<usize>> {
+        let sock = SockRef::from(self.io.get_ref());
+        self.io
+            .registration()
+            .poll_io(cx, Direction::Read, || sock.recv(buf))
+    }
+
+    #[cfg(feature = "tokio-io")]
+    pub(super) fn poll_read_tokio(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        // SAFETY: `unfilled_mut` requires that no initialised byte is de-initialised. The slice
+        // is only passed to `recv(2)` (socket2's `recv`), which writes initialised bytes and
+        // never writes uninitialised ones.
+        let unfilled = unsafe { buf.unfilled_mut() };
+        let n = std::task::ready!(self.poll_read_uninit(cx, unfilled))?;
+        // SAFETY: `recv(2)` returned `n`, so it initialised the first `n` bytes of the unfilled
+        // part of `buf`.
+        unsafe { buf.assume_init(n) };
+        buf.advance(n);
+        Poll::Ready(Ok(()))
+    }
+
+    #[cfg(feature = "hyper")]
+    pub(super) fn poll_read_hyper(
+        &self,
+        cx: &mut Context<'_>,
+        mut buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        let n = {
+            // SAFETY: `as_mut` requires that no initialised byte is de-initialised through the
+            // slice. It is only passed to `recv(2)` (socket2's `recv`), which writes
+            // initialised bytes and never uninitialised ones.
+            let unfilled = unsafe { buf.as_mut() };
+            std::task::ready!(self.poll_read_uninit(cx, unfilled))?
+        };
+        // SAFETY: `recv(2)` returned `n`, so the first `n` bytes of the cursor's unfilled part
+        // are initialised, which is what `advance` requires.
+        unsafe { buf.advance(n) };
+        Poll::Ready(Ok(()))
+    }
+
+    pub(super) fn poll_write_priv(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.io
+            .registration()
+            .poll_io(cx, Direction::Write, || self.send_nosignal(buf))
+    }
+
+    pub(super) fn poll_write_vectored_priv(
+        &self,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.io
+            .registration()
+            .poll_io(cx, Direction::Write, || self.send_vectored_nosignal(bufs))
+    }
+
+    fn shutdown_write_priv(&mut self) -> io::Result<()> {
+        self.shutdown_std(Shutdown::Write)
+    }
+}
+
+impl_stream_read!(UnixStream, this => this);
+impl_stream_write!(UnixStream, this => this);
+
+impl TryFrom<net::UnixStream> for UnixStream {
+    type Error = io::Error;
+
+    /// As [`UnixStream::from_std`].
+    fn try_from(stream: net::UnixStream) -> io::Result<UnixStream> {
+        UnixStream::from_std(stream)
+    }
+}
+
+impl AsRawFd for UnixStream {
+    fn as_raw_fd(&self) -> RawFd {
+        self.io.get_ref().as_raw_fd()
+    }
+}
+
+impl AsFd for UnixStream {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.io.get_ref().as_fd()
+    }
+}
+
+impl fmt::Debug for UnixStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The standard library's Debug shows the fd and both addresses.
+        fmt::Debug::fmt(self.io.get_ref(), f)
+    }
+}
