@@ -2,8 +2,8 @@
 //! worker, each connection served by the worker that owns its NIC receive queue (NAPI id).
 //!
 //! ```text
-//! cargo run --release --all-features --example sharded-http -- \
-//!     [--addr 127.0.0.1:8080] [--workers N] [--kernel-busy-poll USECS,BUDGET,PREFER] \
+//! cargo run --release --example sharded-http -- \
+//!     [--addr 127.0.0.1:8080 | --port 8080] [--workers N] [--kernel-busy-poll USECS,BUDGET,PREFER] \
 //!     [--busy-poll-us N] [--min-wait-us N] [--pin] [--steer-by-cpu]
 //! curl http://127.0.0.1:8080/
 //! ```

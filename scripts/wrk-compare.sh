@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # hello-http on weir vs the identical hyper service on tokio (examples/hello-http.rs,
-# examples/hello-http-tokio.rs), measured with wrk in interleaved rounds.
+# examples/hello-http-tokio.rs), plus the same service on weir's NAPI-sharded listener
+# (examples/sharded-http.rs: one SO_REUSEPORT listener per worker), measured with wrk in
+# interleaved rounds.
 #
 #   scripts/wrk-compare.sh                      # 5 rounds × 5 s, wrk -t2 at -c64 and -c256
 #   ROUNDS=3 DURATION=3s CONNS="32 128" WORKERS=2 scripts/wrk-compare.sh
@@ -27,6 +29,7 @@ THREADS=${THREADS:-2}
 WORKERS=${WORKERS:-}
 PORT_WEIR=${PORT_WEIR:-18080}
 PORT_TOKIO=${PORT_TOKIO:-18081}
+PORT_SHARDED=${PORT_SHARDED:-18082}
 WARMUP=${WARMUP:-1s}
 SKIP_BUILD=${SKIP_BUILD:-0}
 
@@ -36,13 +39,14 @@ command -v wrk >/dev/null || { echo "wrk is not installed: apt-get install -y wr
 
 if [[ $SKIP_BUILD != 1 ]]; then
     # The same flag set as every other release build in this workspace (shared target dir).
-    cargo build --release --all-features --example hello-http --example hello-http-tokio
+    cargo build --release --example hello-http --example hello-http-tokio --example sharded-http
 fi
 target_dir=$(cargo metadata --format-version 1 --no-deps |
     sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 bin_weir="$target_dir/release/examples/hello-http"
 bin_tokio="$target_dir/release/examples/hello-http-tokio"
-for b in "$bin_weir" "$bin_tokio"; do
+bin_sharded="$target_dir/release/examples/sharded-http"
+for b in "$bin_weir" "$bin_tokio" "$bin_sharded"; do
     [[ -x $b ]] || { echo "missing $b (build it or unset SKIP_BUILD)" >&2; exit 1; }
 done
 
@@ -83,6 +87,7 @@ start() { # name binary port
 
 start weir "$bin_weir" "$PORT_WEIR"
 start tokio "$bin_tokio" "$PORT_TOKIO"
+start sharded "$bin_sharded" "$PORT_SHARDED"
 
 # Latency as wrk prints it (e.g. 245.00us, 1.05ms, 2.00s) → microseconds.
 to_us() {
@@ -128,10 +133,12 @@ for conns in $CONNS; do
     echo "== -c$conns: warm-up $WARMUP each"
     run weir "$PORT_WEIR" "$conns" "$WARMUP" 0
     run tokio "$PORT_TOKIO" "$conns" "$WARMUP" 0
+    run sharded "$PORT_SHARDED" "$conns" "$WARMUP" 0
     for round in $(seq "$ROUNDS"); do
         echo "  round $round"
         run weir "$PORT_WEIR" "$conns" "$DURATION" 1
         run tokio "$PORT_TOKIO" "$conns" "$DURATION" 1
+        run sharded "$PORT_SHARDED" "$conns" "$DURATION" 1
     done
 done
 
@@ -139,7 +146,7 @@ echo
 echo "# median (min–max) over $ROUNDS rounds"
 printf '%-6s %-6s %30s %30s %30s\n' conns rt "Requests/sec" "p50 latency (us)" "p99 latency (us)"
 for conns in $CONNS; do
-    for name in weir tokio; do
+    for name in weir sharded tokio; do
         line=$(printf '%-6s %-6s' "-c$conns" "$name")
         for col in 1 2 3; do
             read -r med lo hi <<<"$(stats "$tmp/$name-$conns" "$col")"
@@ -147,19 +154,22 @@ for conns in $CONNS; do
         done
         echo "$line"
     done
-    read -r w_rps _ <<<"$(stats "$tmp/weir-$conns" 1)"
     read -r t_rps _ <<<"$(stats "$tmp/tokio-$conns" 1)"
-    read -r w_p50 _ <<<"$(stats "$tmp/weir-$conns" 2)"
     read -r t_p50 _ <<<"$(stats "$tmp/tokio-$conns" 2)"
-    read -r w_p99 _ <<<"$(stats "$tmp/weir-$conns" 3)"
     read -r t_p99 _ <<<"$(stats "$tmp/tokio-$conns" 3)"
-    awk -v c="$conns" -v wr="$w_rps" -v tr="$t_rps" -v w5="$w_p50" -v t5="$t_p50" \
-        -v w9="$w_p99" -v t9="$t_p99" 'BEGIN {
-        printf "%-6s %-6s %30.3f %30.3f %30.3f\n", "-c" c, "w/t", wr / tr, w5 / t5, w9 / t9
-    }'
+    for name in weir sharded; do
+        read -r w_rps _ <<<"$(stats "$tmp/$name-$conns" 1)"
+        read -r w_p50 _ <<<"$(stats "$tmp/$name-$conns" 2)"
+        read -r w_p99 _ <<<"$(stats "$tmp/$name-$conns" 3)"
+        awk -v c="$conns" -v n="${name:0:1}/t" -v wr="$w_rps" -v tr="$t_rps" -v w5="$w_p50" \
+            -v t5="$t_p50" -v w9="$w_p99" -v t9="$t_p99" 'BEGIN {
+            printf "%-6s %-6s %30.3f %30.3f %30.3f\n", "-c" c, n, wr / tr, w5 / t5, w9 / t9
+        }'
+    done
 done
-echo "# w/t = weir median / tokio median (Requests/sec: >1 is better for weir; latency: <1)"
-for name in weir tokio; do
+echo "# w/t = weir (hello-http) median / tokio median, s/t = weir sharded-http / tokio"
+echo "# (Requests/sec: >1 is better for weir; latency: <1 is better)"
+for name in weir sharded tokio; do
     if [[ -s $tmp/$name.log ]]; then
         echo "# $name server log (last lines):"
         tail -n 5 "$tmp/$name.log" | sed 's/^/#   /'

@@ -40,6 +40,22 @@ pub mod runtime {
     pub use weir_reactor::metrics::EVENT_BUCKETS;
     pub use weir_reactor::{Backend, KernelBusyPoll, MinWait, ReactorStats};
 
+    /// The CPUs this thread may run on; see [`Builder::pin_workers`].
+    ///
+    /// # Errors
+    /// The OS error of `sched_getaffinity`.
+    pub fn allowed_cpus() -> std::io::Result<Vec<usize>> {
+        weir_reactor::thread::allowed_cpus()
+    }
+
+    /// Pins the calling thread to `cpu` (e.g. a load generator or client thread in a test).
+    ///
+    /// # Errors
+    /// The OS error of `sched_setaffinity`.
+    pub fn pin_thread_to_cpu(cpu: usize) -> std::io::Result<()> {
+        weir_reactor::thread::pin_to_cpu(cpu)
+    }
+
     /// The index of the worker running the current task; `None` off the workers.
     pub fn worker_index() -> Option<usize> {
         weir_executor::current_worker_index()

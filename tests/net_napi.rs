@@ -375,3 +375,60 @@ fn sharded_listener_outside_a_runtime_is_an_error() {
         .expect_err("needs a weir runtime");
     assert!(err.to_string().contains("weir runtime"), "{err}");
 }
+
+#[test]
+fn cpu_steering_sends_connections_to_the_listener_of_the_receiving_cpu() {
+    let cpus = weir::runtime::allowed_cpus().expect("affinity mask");
+    if cpus.len() < 2 {
+        eprintln!("SKIPPED: CPU steering needs 2 CPUs, this process may use {cpus:?}");
+        return;
+    }
+    let rt = Builder::new_multi_thread()
+        .workers(2)
+        .pin_workers(true)
+        .build()
+        .expect("runtime");
+    let (stats, addr_serving) = rt.block_on(async {
+        let listener = ShardedListener::builder()
+            .steer_by_cpu(true)
+            .bind("127.0.0.1:0")
+            .await
+            .expect("bind with the steering program");
+        let addr = listener.local_addr();
+        let serving = listener.serve(|mut s, _| async move {
+            let mut b = [0u8; 1];
+            let _ = s.read(&mut b).await;
+        });
+        let stats = serving.stats_handle();
+        (stats, (addr, serving))
+    });
+    let (addr, serving) = addr_serving;
+    // On loopback the SYN is processed on the sending CPU: a client pinned to the k-th CPU
+    // reaches listener k (k % 2), whose accept loop runs on worker k.
+    for k in 0..2 {
+        let cpu = cpus[k];
+        thread::spawn(move || {
+            weir::runtime::pin_thread_to_cpu(cpu).expect("pin client");
+            for _ in 0..8 {
+                let mut c = StdStream::connect(addr).unwrap();
+                c.write_all(b"x").unwrap();
+            }
+        })
+        .join()
+        .unwrap();
+        // The handlers read their byte and end; wait until all 8 are accepted.
+        for _ in 0..1000 {
+            if stats.get()[k].accepted == 8 {
+                break;
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+        let s = stats.get();
+        assert_eq!(
+            (s[k].accepted, s[1 - k].accepted),
+            (8, if k == 0 { 0 } else { 8 }),
+            "client on CPU {cpu}: {s:?}"
+        );
+    }
+    serving.stop();
+}
