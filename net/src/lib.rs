@@ -15,6 +15,7 @@
 #![warn(missing_docs)]
 
 mod addr;
+mod io;
 pub mod shard;
 pub mod tcp;
 mod udp;

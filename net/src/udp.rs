@@ -161,8 +161,7 @@ impl UdpSocket {
     /// # Errors
     /// When the reactor the socket is registered with has shut down.
     pub async fn ready(&self, interest: Interest) -> io::Result<Ready> {
-        let ev = self.io.registration().readiness(interest).await?;
-        Ok(ev.ready())
+        crate::io::ready(&self.io, interest).await
     }
 
     /// Waits until a datagram (or a pending error) can be received.
@@ -192,10 +191,7 @@ impl UdpSocket {
     /// # Errors
     /// When the reactor has shut down.
     pub fn poll_recv_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.io
-            .registration()
-            .poll_ready(cx, Direction::Read)
-            .map_ok(drop)
+        crate::io::poll_ready(&self.io, cx, Direction::Read)
     }
 
     /// Polls for send readiness. Only the last task to poll for sending is woken.
@@ -203,10 +199,7 @@ impl UdpSocket {
     /// # Errors
     /// When the reactor has shut down.
     pub fn poll_send_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.io
-            .registration()
-            .poll_ready(cx, Direction::Write)
-            .map_ok(drop)
+        crate::io::poll_ready(&self.io, cx, Direction::Write)
     }
 
     // ---- connected send / recv / peek ----

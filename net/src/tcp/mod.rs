@@ -5,7 +5,6 @@
 //! any weir runtime), edge-triggered; operations that hit `WouldBlock` clear the readiness they
 //! observed and wait for the next event.
 
-mod io_impls;
 mod listener;
 mod socket;
 mod split;

@@ -1,12 +1,13 @@
 //! Borrowed halves of a [`TcpStream`]: [`ReadHalf`] and [`WriteHalf`].
 
-use std::io::{self, IoSlice, IoSliceMut};
+use std::io;
 use std::net::SocketAddr;
 use std::task::{Context, Poll};
 
-use weir_reactor::{Interest, Ready};
+use weir_reactor::AsyncFd;
 
 use super::TcpStream;
+use crate::io::StreamIo;
 
 /// The read half of a [`TcpStream`], from [`TcpStream::split`].
 ///
@@ -46,115 +47,11 @@ impl ReadHalf<'_> {
         self.0.peek(buf).await
     }
 
-    /// Waits for readiness; see [`TcpStream::ready`].
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    ///
-    /// # Errors
-    /// When the reactor has shut down.
-    pub async fn ready(&self, interest: Interest) -> io::Result<Ready> {
-        self.0.ready(interest).await
-    }
-
-    /// Waits until the stream is readable; see [`TcpStream::readable`].
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    ///
-    /// # Errors
-    /// When the reactor has shut down.
-    pub async fn readable(&self) -> io::Result<()> {
-        self.0.readable().await
-    }
-
-    /// Reads without waiting; see [`TcpStream::try_read`].
-    ///
-    /// # Errors
-    /// As [`TcpStream::try_read`].
-    pub fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
-        self.0.try_read(buf)
-    }
-
-    /// Vectored read without waiting; see [`TcpStream::try_read_vectored`].
-    ///
-    /// # Errors
-    /// As [`TcpStream::try_read`].
-    pub fn try_read_vectored(&self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        self.0.try_read_vectored(bufs)
-    }
-
-    /// The remote address.
-    ///
-    /// # Errors
-    /// As [`TcpStream::peer_addr`].
-    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        self.0.peer_addr()
-    }
-
-    /// The local address.
-    ///
-    /// # Errors
-    /// As [`TcpStream::local_addr`].
-    pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.0.local_addr()
-    }
+    crate::io::half_methods!(read, TcpStream, SocketAddr);
 }
 
 impl WriteHalf<'_> {
-    /// Waits for readiness; see [`TcpStream::ready`].
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    ///
-    /// # Errors
-    /// When the reactor has shut down.
-    pub async fn ready(&self, interest: Interest) -> io::Result<Ready> {
-        self.0.ready(interest).await
-    }
-
-    /// Waits until the stream is writable; see [`TcpStream::writable`].
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    ///
-    /// # Errors
-    /// When the reactor has shut down.
-    pub async fn writable(&self) -> io::Result<()> {
-        self.0.writable().await
-    }
-
-    /// Writes without waiting; see [`TcpStream::try_write`].
-    ///
-    /// # Errors
-    /// As [`TcpStream::try_write`].
-    pub fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
-        self.0.try_write(buf)
-    }
-
-    /// Vectored write without waiting; see [`TcpStream::try_write_vectored`].
-    ///
-    /// # Errors
-    /// As [`TcpStream::try_write`].
-    pub fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        self.0.try_write_vectored(bufs)
-    }
-
-    /// The remote address.
-    ///
-    /// # Errors
-    /// As [`TcpStream::peer_addr`].
-    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        self.0.peer_addr()
-    }
-
-    /// The local address.
-    ///
-    /// # Errors
-    /// As [`TcpStream::local_addr`].
-    pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.0.local_addr()
-    }
+    crate::io::half_methods!(write, TcpStream, SocketAddr);
 }
 
 impl AsRef<TcpStream> for ReadHalf<'_> {
@@ -168,3 +65,22 @@ impl AsRef<TcpStream> for WriteHalf<'_> {
         self.0
     }
 }
+
+impl StreamIo for ReadHalf<'_> {
+    type Socket = std::net::TcpStream;
+
+    fn async_fd(&self) -> &AsyncFd<std::net::TcpStream> {
+        self.0.async_fd()
+    }
+}
+
+impl StreamIo for WriteHalf<'_> {
+    type Socket = std::net::TcpStream;
+
+    fn async_fd(&self) -> &AsyncFd<std::net::TcpStream> {
+        self.0.async_fd()
+    }
+}
+
+crate::io::stream_io_impls!(read for ReadHalf<'_>);
+crate::io::stream_io_impls!(write for WriteHalf<'_>);

@@ -2,30 +2,29 @@
 
 use std::error::Error;
 use std::fmt;
-use std::io::{self, IoSlice, IoSliceMut};
-use std::net::{Shutdown, SocketAddr};
+use std::io;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use weir_reactor::{Interest, Ready};
+use weir_reactor::AsyncFd;
 
 use super::TcpStream;
+use crate::io::{OwnedWrite, StreamIo};
 
 /// The read half of a [`TcpStream`], from [`TcpStream::into_split`]; it can move to another
 /// task than the write half.
 #[derive(Debug)]
 pub struct OwnedReadHalf {
-    pub(super) inner: Arc<TcpStream>,
+    inner: Arc<TcpStream>,
 }
 
 /// The write half of a [`TcpStream`], from [`TcpStream::into_split`].
 ///
 /// Dropping it shuts down the write direction (the peer reads end of stream), unless
 /// [`forget`](Self::forget) was called; so does closing it through the write traits.
-#[derive(Debug)]
 pub struct OwnedWriteHalf {
-    pub(super) inner: Arc<TcpStream>,
-    shutdown_on_drop: bool,
+    inner: OwnedWrite<TcpStream>,
 }
 
 /// The halves given to [`OwnedReadHalf::reunite`] came from different streams; here they are
@@ -41,26 +40,19 @@ impl fmt::Display for ReuniteError {
 
 impl Error for ReuniteError {}
 
-pub(crate) fn split_owned(stream: Arc<TcpStream>) -> (OwnedReadHalf, OwnedWriteHalf) {
+pub(crate) fn split_owned(stream: TcpStream) -> (OwnedReadHalf, OwnedWriteHalf) {
+    let (read, write) = OwnedWrite::split(stream);
     (
-        OwnedReadHalf {
-            inner: stream.clone(),
-        },
-        OwnedWriteHalf {
-            inner: stream,
-            shutdown_on_drop: true,
-        },
+        OwnedReadHalf { inner: read },
+        OwnedWriteHalf { inner: write },
     )
 }
 
-fn reunite(read: OwnedReadHalf, mut write: OwnedWriteHalf) -> Result<TcpStream, ReuniteError> {
-    if !Arc::ptr_eq(&read.inner, &write.inner) {
+fn reunite(read: OwnedReadHalf, write: OwnedWriteHalf) -> Result<TcpStream, ReuniteError> {
+    if !write.inner.pairs_with(&read.inner) {
         return Err(ReuniteError(read, write));
     }
-    write.shutdown_on_drop = false;
-    drop(write);
-    // The two halves held the only two references, and the write half is gone.
-    Ok(Arc::try_unwrap(read.inner).expect("a TcpStream's owned halves are its only owners"))
+    Ok(write.inner.reunite(read.inner))
 }
 
 impl OwnedReadHalf {
@@ -91,59 +83,7 @@ impl OwnedReadHalf {
         self.inner.peek(buf).await
     }
 
-    /// Waits for readiness; see [`TcpStream::ready`].
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    ///
-    /// # Errors
-    /// When the reactor has shut down.
-    pub async fn ready(&self, interest: Interest) -> io::Result<Ready> {
-        self.inner.ready(interest).await
-    }
-
-    /// Waits until the stream is readable; see [`TcpStream::readable`].
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    ///
-    /// # Errors
-    /// When the reactor has shut down.
-    pub async fn readable(&self) -> io::Result<()> {
-        self.inner.readable().await
-    }
-
-    /// Reads without waiting; see [`TcpStream::try_read`].
-    ///
-    /// # Errors
-    /// As [`TcpStream::try_read`].
-    pub fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
-        self.inner.try_read(buf)
-    }
-
-    /// Vectored read without waiting; see [`TcpStream::try_read_vectored`].
-    ///
-    /// # Errors
-    /// As [`TcpStream::try_read`].
-    pub fn try_read_vectored(&self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        self.inner.try_read_vectored(bufs)
-    }
-
-    /// The remote address.
-    ///
-    /// # Errors
-    /// As [`TcpStream::peer_addr`].
-    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        self.inner.peer_addr()
-    }
-
-    /// The local address.
-    ///
-    /// # Errors
-    /// As [`TcpStream::local_addr`].
-    pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.inner.local_addr()
-    }
+    crate::io::half_methods!(read, TcpStream, SocketAddr);
 }
 
 impl OwnedWriteHalf {
@@ -157,76 +97,10 @@ impl OwnedWriteHalf {
 
     /// Drops the half without shutting down the write direction.
     pub fn forget(mut self) {
-        self.shutdown_on_drop = false;
+        self.inner.keep_open();
     }
 
-    /// Waits for readiness; see [`TcpStream::ready`].
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    ///
-    /// # Errors
-    /// When the reactor has shut down.
-    pub async fn ready(&self, interest: Interest) -> io::Result<Ready> {
-        self.inner.ready(interest).await
-    }
-
-    /// Waits until the stream is writable; see [`TcpStream::writable`].
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    ///
-    /// # Errors
-    /// When the reactor has shut down.
-    pub async fn writable(&self) -> io::Result<()> {
-        self.inner.writable().await
-    }
-
-    /// Writes without waiting; see [`TcpStream::try_write`].
-    ///
-    /// # Errors
-    /// As [`TcpStream::try_write`].
-    pub fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
-        self.inner.try_write(buf)
-    }
-
-    /// Vectored write without waiting; see [`TcpStream::try_write_vectored`].
-    ///
-    /// # Errors
-    /// As [`TcpStream::try_write`].
-    pub fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        self.inner.try_write_vectored(bufs)
-    }
-
-    /// The remote address.
-    ///
-    /// # Errors
-    /// As [`TcpStream::peer_addr`].
-    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        self.inner.peer_addr()
-    }
-
-    /// The local address.
-    ///
-    /// # Errors
-    /// As [`TcpStream::local_addr`].
-    pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.inner.local_addr()
-    }
-
-    /// Called by the write traits' `poll_close`/`poll_shutdown`: the direction is already shut.
-    pub(super) fn shut_down(&mut self) {
-        self.shutdown_on_drop = false;
-    }
-}
-
-impl Drop for OwnedWriteHalf {
-    fn drop(&mut self) {
-        if self.shutdown_on_drop {
-            // Errors (e.g. the connection was reset) are of no use in drop.
-            let _ = self.inner.shutdown_std(Shutdown::Write);
-        }
-    }
+    crate::io::half_methods!(write, TcpStream, SocketAddr);
 }
 
 impl AsRef<TcpStream> for OwnedReadHalf {
@@ -240,3 +114,33 @@ impl AsRef<TcpStream> for OwnedWriteHalf {
         &self.inner
     }
 }
+
+impl fmt::Debug for OwnedWriteHalf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.inner.fmt_half("OwnedWriteHalf", f)
+    }
+}
+
+impl StreamIo for OwnedReadHalf {
+    type Socket = std::net::TcpStream;
+
+    fn async_fd(&self) -> &AsyncFd<std::net::TcpStream> {
+        self.inner.async_fd()
+    }
+}
+
+impl StreamIo for OwnedWriteHalf {
+    type Socket = std::net::TcpStream;
+
+    fn async_fd(&self) -> &AsyncFd<std::net::TcpStream> {
+        self.inner.async_fd()
+    }
+
+    /// The write traits shut the direction down: dropping need not.
+    fn write_shut_down(&mut self) {
+        self.inner.keep_open();
+    }
+}
+
+crate::io::stream_io_impls!(read for OwnedReadHalf);
+crate::io::stream_io_impls!(write for OwnedWriteHalf);

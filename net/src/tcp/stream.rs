@@ -1,11 +1,9 @@
 //! [`TcpStream`].
 
 use std::fmt;
-use std::io::{self, IoSlice, IoSliceMut, Read};
-use std::mem::MaybeUninit;
+use std::io::{self, IoSlice, IoSliceMut};
 use std::net::{Shutdown, SocketAddr};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -16,6 +14,7 @@ use super::TcpSocket;
 use super::split::{ReadHalf, WriteHalf};
 use super::split_owned::{OwnedReadHalf, OwnedWriteHalf};
 use crate::addr::{ToSocketAddrs, last_error, resolve};
+use crate::io::StreamIo;
 
 /// A TCP connection, registered with the reactor of the thread that created it.
 ///
@@ -185,8 +184,7 @@ impl TcpStream {
     /// # Errors
     /// When the reactor the stream is registered with has shut down.
     pub async fn ready(&self, interest: Interest) -> io::Result<Ready> {
-        let ev = self.io.registration().readiness(interest).await?;
-        Ok(ev.ready())
+        crate::io::ready(&self.io, interest).await
     }
 
     /// Waits until the stream is readable (data, end of stream, or an error is pending).
@@ -217,10 +215,7 @@ impl TcpStream {
     /// # Errors
     /// When the reactor has shut down.
     pub fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.io
-            .registration()
-            .poll_ready(cx, Direction::Read)
-            .map_ok(drop)
+        crate::io::poll_ready(&self.io, cx, Direction::Read)
     }
 
     /// Polls for write readiness. Only the last task to poll is woken; use
@@ -229,10 +224,7 @@ impl TcpStream {
     /// # Errors
     /// When the reactor has shut down.
     pub fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.io
-            .registration()
-            .poll_ready(cx, Direction::Write)
-            .map_ok(drop)
+        crate::io::poll_ready(&self.io, cx, Direction::Write)
     }
 
     /// Reads without waiting. `Ok(0)` means end of stream (or an empty `buf`).
@@ -241,9 +233,7 @@ impl TcpStream {
     /// `WouldBlock` if no data is known to be available (readiness is then cleared, so
     /// [`readable`](Self::readable) waits for the next event), or the OS error of `read(2)`.
     pub fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
-        self.io
-            .registration()
-            .try_io(Interest::READABLE, || self.io.get_ref().read(buf))
+        crate::io::try_read(&self.io, buf)
     }
 
     /// Vectored [`try_read`](Self::try_read) (`readv(2)`).
@@ -251,9 +241,7 @@ impl TcpStream {
     /// # Errors
     /// As [`try_read`](Self::try_read).
     pub fn try_read_vectored(&self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        self.io
-            .registration()
-            .try_io(Interest::READABLE, || self.io.get_ref().read_vectored(bufs))
+        crate::io::try_read_vectored(&self.io, bufs)
     }
 
     /// Writes without waiting; returns how many bytes were written.
@@ -262,9 +250,7 @@ impl TcpStream {
     /// `WouldBlock` if the socket is not known to be writable (readiness is then cleared), or
     /// the OS error of `send(2)` — `BrokenPipe`/`ConnectionReset` once the peer has gone.
     pub fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
-        self.io
-            .registration()
-            .try_io(Interest::WRITABLE, || self.send(buf))
+        crate::io::try_write(&self.io, buf)
     }
 
     /// Vectored [`try_write`](Self::try_write) (`sendmsg(2)`).
@@ -272,9 +258,7 @@ impl TcpStream {
     /// # Errors
     /// As [`try_write`](Self::try_write).
     pub fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        self.io
-            .registration()
-            .try_io(Interest::WRITABLE, || self.send_vectored(bufs))
+        crate::io::try_write_vectored(&self.io, bufs)
     }
 
     /// Runs a custom non-blocking operation `f` if the stream is known to be ready for
@@ -419,74 +403,7 @@ impl TcpStream {
     /// different tasks. [`OwnedReadHalf::reunite`] puts them back together. Dropping the write
     /// half shuts down the write direction, unless [`OwnedWriteHalf::forget`] was called.
     pub fn into_split(self) -> (OwnedReadHalf, OwnedWriteHalf) {
-        super::split_owned::split_owned(Arc::new(self))
-    }
-
-    // ----- the operations the I/O traits (of the stream and of its halves) call -----
-
-    fn send(&self, buf: &[u8]) -> io::Result<usize> {
-        SockRef::from(self.io.get_ref()).send_with_flags(buf, libc::MSG_NOSIGNAL)
-    }
-
-    fn send_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        SockRef::from(self.io.get_ref()).send_vectored_with_flags(bufs, libc::MSG_NOSIGNAL)
-    }
-
-    pub(crate) fn poll_read_priv(
-        &self,
-        cx: &mut Context<'_>,
-        buf: &mut [u8],
-    ) -> Poll<io::Result<usize>> {
-        self.io
-            .registration()
-            .poll_io(cx, Direction::Read, || self.io.get_ref().read(buf))
-    }
-
-    /// Reads into possibly uninitialised memory; the kernel initialises the bytes it reports.
-    #[cfg_attr(not(any(feature = "tokio-io", feature = "hyper")), allow(dead_code))]
-    pub(crate) fn poll_read_uninit(
-        &self,
-        cx: &mut Context<'_>,
-        buf: &mut [MaybeUninit<u8>],
-    ) -> Poll<io::Result<usize>> {
-        self.io.registration().poll_io(cx, Direction::Read, || {
-            SockRef::from(self.io.get_ref()).recv(buf)
-        })
-    }
-
-    pub(crate) fn poll_read_vectored_priv(
-        &self,
-        cx: &mut Context<'_>,
-        bufs: &mut [IoSliceMut<'_>],
-    ) -> Poll<io::Result<usize>> {
-        self.io.registration().poll_io(cx, Direction::Read, || {
-            self.io.get_ref().read_vectored(bufs)
-        })
-    }
-
-    pub(crate) fn poll_write_priv(
-        &self,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        self.io
-            .registration()
-            .poll_io(cx, Direction::Write, || self.send(buf))
-    }
-
-    pub(crate) fn poll_write_vectored_priv(
-        &self,
-        cx: &mut Context<'_>,
-        bufs: &[IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        self.io
-            .registration()
-            .poll_io(cx, Direction::Write, || self.send_vectored(bufs))
-    }
-
-    /// `poll_close`/`poll_shutdown` of the write traits.
-    pub(crate) fn poll_shutdown_priv(&self) -> Poll<io::Result<()>> {
-        Poll::Ready(self.shutdown_std(Shutdown::Write))
+        super::split_owned::split_owned(self)
     }
 }
 
@@ -496,6 +413,17 @@ fn is_nonblocking(fd: RawFd) -> bool {
     let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
     flags >= 0 && flags & libc::O_NONBLOCK != 0
 }
+
+impl StreamIo for TcpStream {
+    type Socket = std::net::TcpStream;
+
+    fn async_fd(&self) -> &AsyncFd<std::net::TcpStream> {
+        &self.io
+    }
+}
+
+crate::io::stream_io_impls!(read for TcpStream);
+crate::io::stream_io_impls!(write for TcpStream);
 
 impl AsRawFd for TcpStream {
     fn as_raw_fd(&self) -> RawFd {

@@ -128,8 +128,7 @@ impl UnixDatagram {
     /// # Errors
     /// When the reactor has shut down.
     pub async fn ready(&self, interest: Interest) -> io::Result<Ready> {
-        let ev = self.io.registration().readiness(interest).await?;
-        Ok(ev.ready())
+        crate::io::ready(&self.io, interest).await
     }
 
     /// Waits until a datagram (or an error) can be received.
@@ -159,10 +158,7 @@ impl UnixDatagram {
     /// # Errors
     /// When the reactor has shut down.
     pub fn poll_recv_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.io
-            .registration()
-            .poll_ready(cx, Direction::Read)
-            .map_ok(drop)
+        crate::io::poll_ready(&self.io, cx, Direction::Read)
     }
 
     /// Polls for send readiness. Only the last task to poll for writing is woken.
@@ -170,10 +166,7 @@ impl UnixDatagram {
     /// # Errors
     /// When the reactor has shut down.
     pub fn poll_send_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.io
-            .registration()
-            .poll_ready(cx, Direction::Write)
-            .map_ok(drop)
+        crate::io::poll_ready(&self.io, cx, Direction::Write)
     }
 
     // ---- connected send / recv ----

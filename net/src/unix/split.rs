@@ -1,11 +1,9 @@
 //! Borrowed halves of a [`UnixStream`]: [`ReadHalf`] and [`WriteHalf`].
 
-use std::io::{self, IoSlice, IoSliceMut};
-use std::net::Shutdown;
-
-use weir_reactor::{Interest, Ready};
+use weir_reactor::AsyncFd;
 
 use super::{SocketAddr, UnixStream};
+use crate::io::StreamIo;
 
 /// The read half of a [`UnixStream`], borrowed from it by [`UnixStream::split`].
 ///
@@ -26,119 +24,11 @@ pub(super) fn split(stream: &mut UnixStream) -> (ReadHalf<'_>, WriteHalf<'_>) {
 }
 
 impl ReadHalf<'_> {
-    /// Waits until the stream is ready for any of `interest` (see [`UnixStream::ready`]).
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    ///
-    /// # Errors
-    /// When the reactor has shut down.
-    pub async fn ready(&self, interest: Interest) -> io::Result<Ready> {
-        self.0.ready(interest).await
-    }
-
-    /// Waits until the stream is readable (see [`UnixStream::readable`]).
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    ///
-    /// # Errors
-    /// When the reactor has shut down.
-    pub async fn readable(&self) -> io::Result<()> {
-        self.0.readable().await
-    }
-
-    /// See [`UnixStream::try_read`].
-    ///
-    /// # Errors
-    /// As [`UnixStream::try_read`].
-    pub fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
-        self.0.try_read(buf)
-    }
-
-    /// See [`UnixStream::try_read_vectored`].
-    ///
-    /// # Errors
-    /// As [`UnixStream::try_read`].
-    pub fn try_read_vectored(&self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        self.0.try_read_vectored(bufs)
-    }
-
-    /// The peer's address.
-    ///
-    /// # Errors
-    /// The OS error of `getpeername(2)`.
-    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        self.0.peer_addr()
-    }
-
-    /// The local address.
-    ///
-    /// # Errors
-    /// The OS error of `getsockname(2)`.
-    pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.0.local_addr()
-    }
+    crate::io::half_methods!(read, UnixStream, SocketAddr);
 }
 
 impl WriteHalf<'_> {
-    /// Waits until the stream is ready for any of `interest` (see [`UnixStream::ready`]).
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    ///
-    /// # Errors
-    /// When the reactor has shut down.
-    pub async fn ready(&self, interest: Interest) -> io::Result<Ready> {
-        self.0.ready(interest).await
-    }
-
-    /// Waits until the stream is writable (see [`UnixStream::writable`]).
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    ///
-    /// # Errors
-    /// When the reactor has shut down.
-    pub async fn writable(&self) -> io::Result<()> {
-        self.0.writable().await
-    }
-
-    /// See [`UnixStream::try_write`].
-    ///
-    /// # Errors
-    /// As [`UnixStream::try_write`].
-    pub fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
-        self.0.try_write(buf)
-    }
-
-    /// See [`UnixStream::try_write_vectored`].
-    ///
-    /// # Errors
-    /// As [`UnixStream::try_write`].
-    pub fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        self.0.try_write_vectored(bufs)
-    }
-
-    /// The peer's address.
-    ///
-    /// # Errors
-    /// The OS error of `getpeername(2)`.
-    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        self.0.peer_addr()
-    }
-
-    /// The local address.
-    ///
-    /// # Errors
-    /// The OS error of `getsockname(2)`.
-    pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.0.local_addr()
-    }
-
-    fn shutdown_write_priv(&mut self) -> io::Result<()> {
-        self.0.shutdown_std(Shutdown::Write)
-    }
+    crate::io::half_methods!(write, UnixStream, SocketAddr);
 }
 
 impl AsRef<UnixStream> for ReadHalf<'_> {
@@ -153,5 +43,21 @@ impl AsRef<UnixStream> for WriteHalf<'_> {
     }
 }
 
-impl_stream_read!(ReadHalf<'_>, this => this.0);
-impl_stream_write!(WriteHalf<'_>, this => this.0);
+impl StreamIo for ReadHalf<'_> {
+    type Socket = std::os::unix::net::UnixStream;
+
+    fn async_fd(&self) -> &AsyncFd<std::os::unix::net::UnixStream> {
+        self.0.async_fd()
+    }
+}
+
+impl StreamIo for WriteHalf<'_> {
+    type Socket = std::os::unix::net::UnixStream;
+
+    fn async_fd(&self) -> &AsyncFd<std::os::unix::net::UnixStream> {
+        self.0.async_fd()
+    }
+}
+
+crate::io::stream_io_impls!(read for ReadHalf<'_>);
+crate::io::stream_io_impls!(write for WriteHalf<'_>);

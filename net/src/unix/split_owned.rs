@@ -2,13 +2,12 @@
 
 use std::error::Error;
 use std::fmt;
-use std::io::{self, IoSlice, IoSliceMut};
-use std::net::Shutdown;
 use std::sync::Arc;
 
-use weir_reactor::{Interest, Ready};
+use weir_reactor::AsyncFd;
 
 use super::{SocketAddr, UnixStream};
+use crate::io::{OwnedWrite, StreamIo};
 
 /// The read half of a [`UnixStream`], made by [`UnixStream::into_split`]; it can move to
 /// another task than its write half.
@@ -25,10 +24,8 @@ pub struct OwnedReadHalf {
 /// Implements the write traits of the stream. Closing it (`poll_close` / `poll_shutdown`)
 /// or dropping it shuts down the write direction, so the peer reads end of stream, unless
 /// [`forget`](Self::forget) is used.
-#[derive(Debug)]
 pub struct OwnedWriteHalf {
-    inner: Arc<UnixStream>,
-    shutdown_on_drop: bool,
+    inner: OwnedWrite<UnixStream>,
 }
 
 /// [`OwnedReadHalf::reunite`] or [`OwnedWriteHalf::reunite`] was given halves of two
@@ -45,28 +42,18 @@ impl fmt::Display for ReuniteError {
 impl Error for ReuniteError {}
 
 pub(super) fn split_owned(stream: UnixStream) -> (OwnedReadHalf, OwnedWriteHalf) {
-    let inner = Arc::new(stream);
+    let (read, write) = OwnedWrite::split(stream);
     (
-        OwnedReadHalf {
-            inner: inner.clone(),
-        },
-        OwnedWriteHalf {
-            inner,
-            shutdown_on_drop: true,
-        },
+        OwnedReadHalf { inner: read },
+        OwnedWriteHalf { inner: write },
     )
 }
 
-fn reunite(read: OwnedReadHalf, mut write: OwnedWriteHalf) -> Result<UnixStream, ReuniteError> {
-    if !Arc::ptr_eq(&read.inner, &write.inner) {
+fn reunite(read: OwnedReadHalf, write: OwnedWriteHalf) -> Result<UnixStream, ReuniteError> {
+    if !write.inner.pairs_with(&read.inner) {
         return Err(ReuniteError(read, write));
     }
-    write.shutdown_on_drop = false;
-    drop(write);
-    match Arc::try_unwrap(read.inner) {
-        Ok(stream) => Ok(stream),
-        Err(_) => unreachable!("the two halves held the only references to the stream"),
-    }
+    Ok(write.inner.reunite(read.inner))
 }
 
 impl OwnedReadHalf {
@@ -79,59 +66,7 @@ impl OwnedReadHalf {
         reunite(self, other)
     }
 
-    /// Waits until the stream is ready for any of `interest` (see [`UnixStream::ready`]).
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    ///
-    /// # Errors
-    /// When the reactor has shut down.
-    pub async fn ready(&self, interest: Interest) -> io::Result<Ready> {
-        self.inner.ready(interest).await
-    }
-
-    /// Waits until the stream is readable (see [`UnixStream::readable`]).
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    ///
-    /// # Errors
-    /// When the reactor has shut down.
-    pub async fn readable(&self) -> io::Result<()> {
-        self.inner.readable().await
-    }
-
-    /// See [`UnixStream::try_read`].
-    ///
-    /// # Errors
-    /// As [`UnixStream::try_read`].
-    pub fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
-        self.inner.try_read(buf)
-    }
-
-    /// See [`UnixStream::try_read_vectored`].
-    ///
-    /// # Errors
-    /// As [`UnixStream::try_read`].
-    pub fn try_read_vectored(&self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        self.inner.try_read_vectored(bufs)
-    }
-
-    /// The peer's address.
-    ///
-    /// # Errors
-    /// The OS error of `getpeername(2)`.
-    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        self.inner.peer_addr()
-    }
-
-    /// The local address.
-    ///
-    /// # Errors
-    /// The OS error of `getsockname(2)`.
-    pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.inner.local_addr()
-    }
+    crate::io::half_methods!(read, UnixStream, SocketAddr);
 }
 
 impl OwnedWriteHalf {
@@ -146,80 +81,10 @@ impl OwnedWriteHalf {
 
     /// Drops the write half without shutting down the write direction.
     pub fn forget(mut self) {
-        self.shutdown_on_drop = false;
-        drop(self);
+        self.inner.keep_open();
     }
 
-    /// Waits until the stream is ready for any of `interest` (see [`UnixStream::ready`]).
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    ///
-    /// # Errors
-    /// When the reactor has shut down.
-    pub async fn ready(&self, interest: Interest) -> io::Result<Ready> {
-        self.inner.ready(interest).await
-    }
-
-    /// Waits until the stream is writable (see [`UnixStream::writable`]).
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    ///
-    /// # Errors
-    /// When the reactor has shut down.
-    pub async fn writable(&self) -> io::Result<()> {
-        self.inner.writable().await
-    }
-
-    /// See [`UnixStream::try_write`].
-    ///
-    /// # Errors
-    /// As [`UnixStream::try_write`].
-    pub fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
-        self.inner.try_write(buf)
-    }
-
-    /// See [`UnixStream::try_write_vectored`].
-    ///
-    /// # Errors
-    /// As [`UnixStream::try_write`].
-    pub fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        self.inner.try_write_vectored(bufs)
-    }
-
-    /// The peer's address.
-    ///
-    /// # Errors
-    /// The OS error of `getpeername(2)`.
-    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        self.inner.peer_addr()
-    }
-
-    /// The local address.
-    ///
-    /// # Errors
-    /// The OS error of `getsockname(2)`.
-    pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.inner.local_addr()
-    }
-
-    fn shutdown_write_priv(&mut self) -> io::Result<()> {
-        let r = self.inner.shutdown_std(Shutdown::Write);
-        if r.is_ok() {
-            self.shutdown_on_drop = false;
-        }
-        r
-    }
-}
-
-impl Drop for OwnedWriteHalf {
-    fn drop(&mut self) {
-        if self.shutdown_on_drop {
-            // Errors are ignored: the peer may be gone already, and drop must not panic.
-            let _ = self.inner.shutdown_std(Shutdown::Write);
-        }
-    }
+    crate::io::half_methods!(write, UnixStream, SocketAddr);
 }
 
 impl AsRef<UnixStream> for OwnedReadHalf {
@@ -234,5 +99,32 @@ impl AsRef<UnixStream> for OwnedWriteHalf {
     }
 }
 
-impl_stream_read!(OwnedReadHalf, this => this.inner);
-impl_stream_write!(OwnedWriteHalf, this => this.inner);
+impl fmt::Debug for OwnedWriteHalf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.inner.fmt_half("OwnedWriteHalf", f)
+    }
+}
+
+impl StreamIo for OwnedReadHalf {
+    type Socket = std::os::unix::net::UnixStream;
+
+    fn async_fd(&self) -> &AsyncFd<std::os::unix::net::UnixStream> {
+        self.inner.async_fd()
+    }
+}
+
+impl StreamIo for OwnedWriteHalf {
+    type Socket = std::os::unix::net::UnixStream;
+
+    fn async_fd(&self) -> &AsyncFd<std::os::unix::net::UnixStream> {
+        self.inner.async_fd()
+    }
+
+    /// The write traits shut the direction down: dropping need not.
+    fn write_shut_down(&mut self) {
+        self.inner.keep_open();
+    }
+}
+
+crate::io::stream_io_impls!(read for OwnedReadHalf);
+crate::io::stream_io_impls!(write for OwnedWriteHalf);

@@ -1,9 +1,7 @@
 //! [`UnixStream`]: a connected Unix-domain stream socket.
 
 use std::fmt;
-use std::io::{self, IoSlice, IoSliceMut, Read};
-#[cfg(any(feature = "tokio-io", feature = "hyper"))]
-use std::mem::MaybeUninit;
+use std::io::{self, IoSlice, IoSliceMut};
 use std::net::Shutdown;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::net;
@@ -11,12 +9,13 @@ use std::path::Path;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use socket2::{Domain, SockAddr, SockRef, Socket, Type};
+use socket2::{Domain, SockAddr, Socket, Type};
 use weir_reactor::{AsyncFd, Direction, Interest, Ready};
 
 use super::split::{self, ReadHalf, WriteHalf};
 use super::split_owned::{self, OwnedReadHalf, OwnedWriteHalf};
 use super::{SocketAddr, UCred, ucred};
+use crate::io::StreamIo;
 
 /// First pause of [`UnixStream::connect`] while the listener's backlog is full.
 const CONNECT_BACKOFF_MIN: Duration = Duration::from_micros(50);
@@ -195,8 +194,7 @@ impl UnixStream {
     /// # Errors
     /// When the reactor the socket is registered with has shut down.
     pub async fn ready(&self, interest: Interest) -> io::Result<Ready> {
-        let ev = self.io.registration().readiness(interest).await?;
-        Ok(ev.ready())
+        crate::io::ready(&self.io, interest).await
     }
 
     /// Waits until the socket is readable (data, end of stream, or an error).
@@ -227,10 +225,7 @@ impl UnixStream {
     /// # Errors
     /// When the reactor has shut down.
     pub fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.io
-            .registration()
-            .poll_ready(cx, Direction::Read)
-            .map_ok(drop)
+        crate::io::poll_ready(&self.io, cx, Direction::Read)
     }
 
     /// Polls for write readiness. Only the last task to poll for writing is woken.
@@ -238,10 +233,7 @@ impl UnixStream {
     /// # Errors
     /// When the reactor has shut down.
     pub fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.io
-            .registration()
-            .poll_ready(cx, Direction::Write)
-            .map_ok(drop)
+        crate::io::poll_ready(&self.io, cx, Direction::Write)
     }
 
     /// Reads into `buf` if the socket is known to be readable. `Ok(0)` means end of stream (or
@@ -251,10 +243,7 @@ impl UnixStream {
     /// `WouldBlock` when no data is available (readiness is then cleared, so
     /// [`readable`](Self::readable) waits for new data); otherwise the OS error of `read(2)`.
     pub fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
-        let mut sock = self.io.get_ref();
-        self.io
-            .registration()
-            .try_io(Interest::READABLE, || sock.read(buf))
+        crate::io::try_read(&self.io, buf)
     }
 
     /// Vectored [`try_read`](Self::try_read).
@@ -262,10 +251,7 @@ impl UnixStream {
     /// # Errors
     /// As [`try_read`](Self::try_read).
     pub fn try_read_vectored(&self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        let mut sock = self.io.get_ref();
-        self.io
-            .registration()
-            .try_io(Interest::READABLE, || sock.read_vectored(bufs))
+        crate::io::try_read_vectored(&self.io, bufs)
     }
 
     /// Writes from `buf` if the socket is known to be writable; returns how many bytes were
@@ -275,9 +261,7 @@ impl UnixStream {
     /// `WouldBlock` when the send buffer is full (readiness is then cleared), `BrokenPipe`
     /// when the peer is gone, otherwise the OS error of `send(2)`.
     pub fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
-        self.io
-            .registration()
-            .try_io(Interest::WRITABLE, || self.send_nosignal(buf))
+        crate::io::try_write(&self.io, buf)
     }
 
     /// Vectored [`try_write`](Self::try_write) (`sendmsg(2)`).
@@ -285,9 +269,7 @@ impl UnixStream {
     /// # Errors
     /// As [`try_write`](Self::try_write).
     pub fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        self.io
-            .registration()
-            .try_io(Interest::WRITABLE, || self.send_vectored_nosignal(bufs))
+        crate::io::try_write_vectored(&self.io, bufs)
     }
 
     /// Runs `f` if the socket is known to be ready for `interest`; when `f` returns
@@ -336,116 +318,18 @@ impl UnixStream {
     pub fn into_split(self) -> (OwnedReadHalf, OwnedWriteHalf) {
         split_owned::split_owned(self)
     }
+}
 
-    // ---- building blocks of the trait impls (also used by the halves) ----
+impl StreamIo for UnixStream {
+    type Socket = net::UnixStream;
 
-    fn send_nosignal(&self, buf: &[u8]) -> io::Result<usize> {
-        SockRef::from(self.io.get_ref()).send_with_flags(buf, libc::MSG_NOSIGNAL)
-    }
-
-    fn send_vectored_nosignal(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        SockRef::from(self.io.get_ref()).send_vectored_with_flags(bufs, libc::MSG_NOSIGNAL)
-    }
-
-    pub(super) fn poll_read_priv(
-        &self,
-        cx: &mut Context<'_>,
-        buf: &mut [u8],
-    ) -> Poll<io::Result<usize>> {
-        let mut sock = self.io.get_ref();
-        self.io
-            .registration()
-            .poll_io(cx, Direction::Read, || sock.read(buf))
-    }
-
-    pub(super) fn poll_read_vectored_priv(
-        &self,
-        cx: &mut Context<'_>,
-        bufs: &mut [IoSliceMut<'_>],
-    ) -> Poll<io::Result<usize>> {
-        let mut sock = self.io.get_ref();
-        self.io
-            .registration()
-            .poll_io(cx, Direction::Read, || sock.read_vectored(bufs))
-    }
-
-    /// Reads into possibly uninitialised memory; `recv(2)` only ever writes to it.
-    #[cfg(any(feature = "tokio-io", feature = "hyper"))]
-    fn poll_read_uninit(
-        &self,
-        cx: &mut Context<'_>,
-        buf: &mut [MaybeUninit<u8>],
-    ) -> Poll<io::Result<usize>> {
-        let sock = SockRef::from(self.io.get_ref());
-        self.io
-            .registration()
-            .poll_io(cx, Direction::Read, || sock.recv(buf))
-    }
-
-    #[cfg(feature = "tokio-io")]
-    pub(super) fn poll_read_tokio(
-        &self,
-        cx: &mut Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        // SAFETY: `unfilled_mut` requires that no initialised byte is de-initialised. The slice
-        // is only passed to `recv(2)` (socket2's `recv`), which writes initialised bytes and
-        // never writes uninitialised ones.
-        let unfilled = unsafe { buf.unfilled_mut() };
-        let n = std::task::ready!(self.poll_read_uninit(cx, unfilled))?;
-        // SAFETY: `recv(2)` returned `n`, so it initialised the first `n` bytes of the unfilled
-        // part of `buf`.
-        unsafe { buf.assume_init(n) };
-        buf.advance(n);
-        Poll::Ready(Ok(()))
-    }
-
-    #[cfg(feature = "hyper")]
-    pub(super) fn poll_read_hyper(
-        &self,
-        cx: &mut Context<'_>,
-        mut buf: hyper::rt::ReadBufCursor<'_>,
-    ) -> Poll<io::Result<()>> {
-        let n = {
-            // SAFETY: `as_mut` requires that no initialised byte is de-initialised through the
-            // slice. It is only passed to `recv(2)` (socket2's `recv`), which writes
-            // initialised bytes and never uninitialised ones.
-            let unfilled = unsafe { buf.as_mut() };
-            std::task::ready!(self.poll_read_uninit(cx, unfilled))?
-        };
-        // SAFETY: `recv(2)` returned `n`, so the first `n` bytes of the cursor's unfilled part
-        // are initialised, which is what `advance` requires.
-        unsafe { buf.advance(n) };
-        Poll::Ready(Ok(()))
-    }
-
-    pub(super) fn poll_write_priv(
-        &self,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        self.io
-            .registration()
-            .poll_io(cx, Direction::Write, || self.send_nosignal(buf))
-    }
-
-    pub(super) fn poll_write_vectored_priv(
-        &self,
-        cx: &mut Context<'_>,
-        bufs: &[IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        self.io
-            .registration()
-            .poll_io(cx, Direction::Write, || self.send_vectored_nosignal(bufs))
-    }
-
-    fn shutdown_write_priv(&mut self) -> io::Result<()> {
-        self.shutdown_std(Shutdown::Write)
+    fn async_fd(&self) -> &AsyncFd<net::UnixStream> {
+        &self.io
     }
 }
 
-impl_stream_read!(UnixStream, this => this);
-impl_stream_write!(UnixStream, this => this);
+crate::io::stream_io_impls!(read for UnixStream);
+crate::io::stream_io_impls!(write for UnixStream);
 
 impl TryFrom<net::UnixStream> for UnixStream {
     type Error = io::Error;
