@@ -47,8 +47,7 @@ where
 }
 
 /// `true` for the errors a load generator causes by closing its connections mid-request at
-/// the end of a run; these are not worth a log line. (`NotConnected` comes from shutting down a
-/// socket the peer already reset: tokio's streams report that shutdown as a success.)
+/// the end of a run; these are not worth a log line.
 pub(crate) fn is_peer_gone(err: &hyper::Error) -> bool {
     if err.is_incomplete_message() || err.is_canceled() {
         return true;
@@ -58,9 +57,7 @@ pub(crate) fn is_peer_gone(err: &hyper::Error) -> bool {
         if let Some(io) = e.downcast_ref::<io::Error>() {
             return matches!(
                 io.kind(),
-                io::ErrorKind::ConnectionReset
-                    | io::ErrorKind::BrokenPipe
-                    | io::ErrorKind::NotConnected
+                io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe
             );
         }
         source = e.source();

@@ -13,13 +13,17 @@
 //! it the server logs a warning and runs without it. Ctrl-C stops it; the per-worker NAPI
 //! statistics are printed every 10 s when the `WEIR_STATS` environment variable is set.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use http_body_util::Full;
-use hyper::body::{Bytes, Incoming};
-use hyper::{Request, Response};
+use hyper::service::service_fn;
+
+// The service and the hyper connection settings are hello-http's, literally.
+#[path = "hello-http.rs"]
+#[allow(dead_code)] // its `main`, `serve` and argument parsing are not used here
+mod hello_http;
+
+use hello_http::{hello, http1_builder, is_peer_gone};
 
 fn arg<T: std::str::FromStr>(args: &[String], name: &str) -> Option<T> {
     let i = args.iter().position(|a| a == name)?;
@@ -28,12 +32,6 @@ fn arg<T: std::str::FromStr>(args: &[String], name: &str) -> Option<T> {
         v.parse()
             .unwrap_or_else(|_| panic!("bad value for {name}: {v}")),
     )
-}
-
-async fn hello(_: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
-    Ok(Response::new(Full::new(Bytes::from_static(
-        b"Hello, World!",
-    ))))
 }
 
 fn main() -> std::io::Result<()> {
@@ -72,12 +70,15 @@ fn main() -> std::io::Result<()> {
             listener.local_addr(),
             listener.num_listeners()
         );
-        let serving = listener.serve(|stream, _peer| async move {
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(weir::compat::WeirTimer::new())
-                .serve_connection(stream, hyper::service::service_fn(hello));
-            if let Err(e) = conn.await {
-                tracing_log(&e);
+        let builder = http1_builder(weir::compat::WeirTimer::new());
+        let serving = listener.serve(move |stream, _peer| {
+            let conn = builder.serve_connection(stream, service_fn(hello));
+            async move {
+                if let Err(e) = conn.await
+                    && !is_peer_gone(&e)
+                {
+                    eprintln!("connection: {e:?}");
+                }
             }
         });
         if std::env::var_os("WEIR_STATS").is_some() {
@@ -93,10 +94,4 @@ fn main() -> std::io::Result<()> {
         }
         serving.await
     })
-}
-
-fn tracing_log(e: &hyper::Error) {
-    if !e.is_incomplete_message() {
-        eprintln!("connection error: {e}");
-    }
 }

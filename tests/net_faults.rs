@@ -75,6 +75,24 @@ rt_test!(
 );
 
 rt_test!(
+    fn shutdown_after_peer_reset_is_ok(rt) {
+        rt.block_on(async {
+            let (client, mut server) = pair().await;
+            client.set_linger(Some(Duration::ZERO)).unwrap();
+            drop(client);
+            // Wait until the RST has arrived: reads report the reset.
+            let mut buf = [0u8; 8];
+            let err = server.read(&mut buf).await.unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::ConnectionReset);
+            // Closing the write side of a connection the peer already reset (ENOTCONN) is a
+            // success, as in tokio: there is nothing left to shut down.
+            server.shutdown().await.unwrap();
+            futures::AsyncWriteExt::close(&mut server).await.unwrap();
+        })
+    }
+);
+
+rt_test!(
     fn reset_by_peer_while_writing(rt) {
         rt.block_on(async {
             let (client, mut server) = pair().await;

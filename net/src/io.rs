@@ -150,9 +150,14 @@ pub(crate) fn poll_write_vectored<S: AsRawFd + AsFd>(
         .poll_io(cx, Direction::Write, || send_vectored(io.get_ref(), bufs))
 }
 
-/// `shutdown(2)` of the write direction.
-fn shutdown_write<S: AsFd>(sock: &S) -> io::Result<()> {
-    SockRef::from(sock).shutdown(Shutdown::Write)
+/// `shutdown(2)` of the write direction. `ENOTCONN` — the peer already reset the connection,
+/// so there is nothing left to shut down — counts as success, as in tokio: closing a stream
+/// whose peer is gone is not an error worth reporting.
+pub(crate) fn shutdown_write<S: AsFd>(sock: &S) -> io::Result<()> {
+    match SockRef::from(sock).shutdown(Shutdown::Write) {
+        Err(e) if e.kind() == io::ErrorKind::NotConnected => Ok(()),
+        r => r,
+    }
 }
 
 // ---- stream sockets: the I/O traits ----

@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::io::{self, IoSlice, IoSliceMut};
-use std::net::{Shutdown, SocketAddr};
+use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -323,9 +323,10 @@ impl TcpStream {
     /// Cancel safe: the shutdown happens on the first poll.
     ///
     /// # Errors
-    /// The OS error of `shutdown(2)` (e.g. `NotConnected` after a reset).
+    /// The OS error of `shutdown(2)`; `NotConnected` (the peer already reset the connection)
+    /// is reported as success, as in tokio.
     pub async fn shutdown(&self) -> io::Result<()> {
-        self.shutdown_std(Shutdown::Write)
+        crate::io::shutdown_write(self.io.get_ref())
     }
 
     /// Shuts down the write half; always ready.
@@ -333,11 +334,7 @@ impl TcpStream {
     /// # Errors
     /// As [`shutdown`](Self::shutdown).
     pub fn poll_shutdown(&self, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(self.shutdown_std(Shutdown::Write))
-    }
-
-    pub(crate) fn shutdown_std(&self, how: Shutdown) -> io::Result<()> {
-        self.io.get_ref().shutdown(how)
+        Poll::Ready(crate::io::shutdown_write(self.io.get_ref()))
     }
 
     /// `TCP_NODELAY`.

@@ -159,7 +159,7 @@ impl UnixStream {
     /// # Errors
     /// The OS error of `shutdown(2)`.
     pub async fn shutdown(&self) -> io::Result<()> {
-        self.shutdown_std(Shutdown::Write)
+        crate::io::shutdown_write(self.io.get_ref())
     }
 
     /// Shuts down the write direction; always ready.
@@ -167,7 +167,7 @@ impl UnixStream {
     /// # Errors
     /// As [`shutdown`](Self::shutdown).
     pub fn poll_shutdown(&self, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(self.shutdown_std(Shutdown::Write))
+        Poll::Ready(crate::io::shutdown_write(self.io.get_ref()))
     }
 
     /// Shuts down the read, write or both directions (`shutdown(2)`).
