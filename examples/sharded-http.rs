@@ -36,8 +36,10 @@ fn arg<T: std::str::FromStr>(args: &[String], name: &str) -> Option<T> {
 
 fn main() -> std::io::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let addr: SocketAddr =
-        arg(&args, "--addr").unwrap_or_else(|| "127.0.0.1:8080".parse().unwrap());
+    let addr: SocketAddr = match (arg(&args, "--addr"), arg::<u16>(&args, "--port")) {
+        (Some(a), _) => a,
+        (None, port) => SocketAddr::from(([127, 0, 0, 1], port.unwrap_or(8080))),
+    };
     let mut b = weir::runtime::Builder::new_multi_thread();
     if let Some(n) = arg::<usize>(&args, "--workers") {
         b.workers(n);
