@@ -658,3 +658,34 @@ mod tokio_traits {
         }
     );
 }
+
+rt_test!(
+    /// A short read clears readiness (no `EAGAIN` read follows it): later data must still wake
+    /// the reader, and a FIN that arrived with the data must still end the stream.
+    fn short_reads_then_more_data_then_eof(rt) {
+        rt.block_on(async {
+            let (mut client, mut server) = pair().await;
+            let reader = weir::spawn(async move {
+                let mut got = Vec::new();
+                let mut buf = [0u8; 64];
+                loop {
+                    match server.read(&mut buf).await.unwrap() {
+                        0 => return got,
+                        n => got.extend_from_slice(&buf[..n]),
+                    }
+                }
+            });
+            for i in 0..20u8 {
+                client.write_all(&[i; 5]).await.unwrap();
+                // Let the reader drain (a short read) before the next bytes arrive.
+                weir::time::sleep(Duration::from_micros(200)).await;
+            }
+            client.write_all(b"last").await.unwrap();
+            client.close().await.unwrap();
+            let got = reader.await.unwrap();
+            let mut want: Vec<u8> = (0..20u8).flat_map(|i| [i; 5]).collect();
+            want.extend_from_slice(b"last");
+            assert_eq!(got, want);
+        })
+    }
+);

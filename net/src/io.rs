@@ -2,9 +2,11 @@
 //! (`AsyncFd`), the I/O trait implementations of the stream types ([`TcpStream`],
 //! [`UnixStream`]) and their halves, and the ownership logic of owned write halves.
 //!
-//! Every operation goes through `Registration::poll_io`/`try_io`/`async_io`, which clear the
-//! observed readiness when the socket returns `WouldBlock`. Writes use `send(2)` with
-//! `MSG_NOSIGNAL`, so a closed peer is reported as `EPIPE` and never raises `SIGPIPE`.
+//! Every operation goes through `Registration::poll_io`/`poll_stream_io`/`try_io`/`async_io`,
+//! which clear the observed readiness when the socket returns `WouldBlock` — and, for stream
+//! reads and writes, after a short transfer, which saves the `EAGAIN` syscall. Writes use
+//! `send(2)` with `MSG_NOSIGNAL`, so a closed peer is reported as `EPIPE` and never raises
+//! `SIGPIPE`.
 //!
 //! [`TcpStream`]: crate::TcpStream
 //! [`UnixStream`]: crate::UnixStream
@@ -99,8 +101,9 @@ where
     for<'a> &'a S: Read,
 {
     let mut sock = io.get_ref();
+    let len = buf.len();
     io.registration()
-        .poll_io(cx, Direction::Read, || sock.read(buf))
+        .poll_stream_io(cx, Direction::Read, len, || sock.read(buf))
 }
 
 /// `readv(2)` once `io` is readable.
@@ -113,8 +116,9 @@ where
     for<'a> &'a S: Read,
 {
     let mut sock = io.get_ref();
+    let len = bufs.iter().map(|b| b.len()).sum();
     io.registration()
-        .poll_io(cx, Direction::Read, || sock.read_vectored(bufs))
+        .poll_stream_io(cx, Direction::Read, len, || sock.read_vectored(bufs))
 }
 
 /// `recv(2)` into possibly uninitialised memory once `io` is readable; the kernel initialises
@@ -126,8 +130,9 @@ pub(crate) fn poll_read_uninit<S: AsRawFd + AsFd>(
     buf: &mut [MaybeUninit<u8>],
 ) -> Poll<io::Result<usize>> {
     let sock = SockRef::from(io.get_ref());
+    let len = buf.len();
     io.registration()
-        .poll_io(cx, Direction::Read, || sock.recv(buf))
+        .poll_stream_io(cx, Direction::Read, len, || sock.recv(buf))
 }
 
 /// `send(2)` (`MSG_NOSIGNAL`) once `io` is writable.
@@ -137,7 +142,7 @@ pub(crate) fn poll_write<S: AsRawFd + AsFd>(
     buf: &[u8],
 ) -> Poll<io::Result<usize>> {
     io.registration()
-        .poll_io(cx, Direction::Write, || send(io.get_ref(), buf))
+        .poll_stream_io(cx, Direction::Write, buf.len(), || send(io.get_ref(), buf))
 }
 
 /// `sendmsg(2)` (`MSG_NOSIGNAL`) once `io` is writable.
@@ -146,8 +151,11 @@ pub(crate) fn poll_write_vectored<S: AsRawFd + AsFd>(
     cx: &mut Context<'_>,
     bufs: &[IoSlice<'_>],
 ) -> Poll<io::Result<usize>> {
+    let len = bufs.iter().map(|b| b.len()).sum();
     io.registration()
-        .poll_io(cx, Direction::Write, || send_vectored(io.get_ref(), bufs))
+        .poll_stream_io(cx, Direction::Write, len, || {
+            send_vectored(io.get_ref(), bufs)
+        })
 }
 
 /// `shutdown(2)` of the write direction. `ENOTCONN` — the peer already reset the connection,

@@ -147,6 +147,34 @@ impl Registration {
         }
     }
 
+    /// [`poll_io`](Self::poll_io) for a transfer on a **stream** socket that asked for
+    /// `requested` bytes: when `f` moves fewer (but some), the socket's queue was drained (a
+    /// short read) or filled (a short write), so the observed readiness is cleared at once and
+    /// the next call waits for the next event instead of spending a syscall on `EAGAIN`. Safe
+    /// with edge-triggered epoll: bytes that arrive later raise a new event, and a clear never
+    /// erases an event newer than the one observed.
+    ///
+    /// Not for datagram sockets: a short datagram says nothing about what else is queued.
+    pub fn poll_stream_io(
+        &self,
+        cx: &mut Context<'_>,
+        dir: Direction,
+        requested: usize,
+        mut f: impl FnMut() -> io::Result<usize>,
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            let ev = ready!(self.poll_ready(cx, dir))?;
+            match f() {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.clear_readiness(ev),
+                Ok(n) if n > 0 && n < requested => {
+                    self.clear_readiness(ev);
+                    return Poll::Ready(Ok(n));
+                }
+                r => return Poll::Ready(r),
+            }
+        }
+    }
+
     /// Waits for `interest` and runs `f` until it does not return `WouldBlock`.
     ///
     /// # Cancel safety
