@@ -248,6 +248,9 @@ impl ShardedListenerBuilder {
     /// Outside a weir runtime; when `addr` does not resolve; the OS error of `socket`, `bind`
     /// (e.g. `AddrInUse` when a listener without `SO_REUSEPORT` holds the port), `listen`, or
     /// attaching the steering program.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future before it completes closes whatever was opened.
     pub async fn bind(&self, addr: impl ToSocketAddrs) -> io::Result<ShardedListener> {
         let rt = RtHandle::try_current().map_err(|_| {
             io::Error::other(
@@ -519,8 +522,14 @@ where
         let id = napi_id(&sock).unwrap_or(0);
         if id == 0 {
             // No queue to follow: stay on this worker's epoll, as an ordinary task.
-            let stream = TcpStream::from_std_with_handle(sock, &my_reactor)?;
-            start(&shared, me, None, handler.as_ref(), stream, peer);
+            match TcpStream::from_std_with_handle(sock, &my_reactor) {
+                Ok(stream) => start(&shared, me, None, handler.as_ref(), stream, peer),
+                Err(e) => {
+                    // epoll_ctl failed (e.g. ENOSPC: max_user_watches) or the runtime is
+                    // shutting down: drop this connection, keep accepting.
+                    tracing::warn!(target: "weir::net", worker = me, error = %e, "could not register connection");
+                }
+            }
             continue;
         }
         let (owner, new) = shared.map.lock().owner_of(id, me, &shared.counters);
