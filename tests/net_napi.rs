@@ -40,21 +40,26 @@ fn lab_script() -> PathBuf {
 /// The testbed; `down` runs on drop, so a failing test still removes its namespaces.
 struct Lab {
     script: PathBuf,
-    prefix: &'static str,
+    prefix: String,
 }
 
 impl Lab {
-    fn up(prefix: &'static str, queues: u32) -> Lab {
+    /// A lab named after this process, so concurrent test runs do not share namespaces.
+    fn up(queues: u32) -> Lab {
+        let prefix = format!("wt{}", std::process::id());
         let script = lab_script();
         assert!(
             script.exists(),
             "napi-lab script not found at {} (set WEIR_NAPI_LAB)",
             script.display()
         );
-        let lab = Lab { script, prefix };
+        let lab = Lab {
+            script,
+            prefix: prefix.clone(),
+        };
         let out = Command::new("bash")
             .arg(&lab.script)
-            .args(["up", prefix, &queues.to_string()])
+            .args(["up", prefix.as_str(), &queues.to_string()])
             .output()
             .expect("run napi-lab.sh");
         assert!(
@@ -80,7 +85,7 @@ impl Drop for Lab {
     fn drop(&mut self) {
         let _ = Command::new("bash")
             .arg(&self.script)
-            .args(["down", self.prefix])
+            .args(["down", self.prefix.as_str()])
             .status();
     }
 }
@@ -106,7 +111,7 @@ fn sharded_accept_keeps_each_napi_id_on_one_worker() {
         eprintln!("SKIPPED: napi-lab needs root (network namespaces, veth, ethtool)");
         return;
     }
-    let lab = Lab::up("weirt3a", 2);
+    let lab = Lab::up(2);
     let (addr_tx, addr_rx) = mpsc::channel::<SocketAddr>();
     let (done_tx, done_rx) = mpsc::channel::<()>();
     let served: Served = Arc::default();
