@@ -136,12 +136,28 @@ impl Registration {
         &self,
         cx: &mut Context<'_>,
         dir: Direction,
+        f: impl FnMut() -> io::Result<R>,
+    ) -> Poll<io::Result<R>> {
+        self.poll_io_until(cx, dir, f, |_| false)
+    }
+
+    /// The loop of [`poll_io`](Self::poll_io): also clears readiness after a success for which
+    /// `drained` says the fd has nothing more to give (or take).
+    fn poll_io_until<R>(
+        &self,
+        cx: &mut Context<'_>,
+        dir: Direction,
         mut f: impl FnMut() -> io::Result<R>,
+        drained: impl Fn(&R) -> bool,
     ) -> Poll<io::Result<R>> {
         loop {
             let ev = ready!(self.poll_ready(cx, dir))?;
             match f() {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.clear_readiness(ev),
+                Ok(r) if drained(&r) => {
+                    self.clear_readiness(ev);
+                    return Poll::Ready(Ok(r));
+                }
                 r => return Poll::Ready(r),
             }
         }
@@ -160,19 +176,9 @@ impl Registration {
         cx: &mut Context<'_>,
         dir: Direction,
         requested: usize,
-        mut f: impl FnMut() -> io::Result<usize>,
+        f: impl FnMut() -> io::Result<usize>,
     ) -> Poll<io::Result<usize>> {
-        loop {
-            let ev = ready!(self.poll_ready(cx, dir))?;
-            match f() {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.clear_readiness(ev),
-                Ok(n) if n > 0 && n < requested => {
-                    self.clear_readiness(ev);
-                    return Poll::Ready(Ok(n));
-                }
-                r => return Poll::Ready(r),
-            }
-        }
+        self.poll_io_until(cx, dir, f, |&n| n > 0 && n < requested)
     }
 
     /// Waits for `interest` and runs `f` until it does not return `WouldBlock`.
