@@ -41,6 +41,129 @@ pub(crate) fn poll_ready<S: AsRawFd>(
     io.registration().poll_ready(cx, dir).map_ok(drop)
 }
 
+/// The readiness methods every socket type has, on its registered `io: AsyncFd<_>` field:
+/// `ready`, `readable`, `writable`, the two poll methods, `try_io` and `async_io`. Expands to
+/// associated functions, inside the `impl` block of `$ty`; `$what` ("the stream", "the
+/// socket") is how the docs call it.
+///
+/// Stream types (`$ty, $what`) get `poll_read_ready`/`poll_write_ready`; datagram types name
+/// theirs (`$ty, $what, poll_recv_ready, poll_send_ready`), and their docs speak of receiving
+/// and sending datagrams.
+macro_rules! readiness_methods {
+    ($ty:ident, $what:literal) => {
+        $crate::io::readiness_methods!(@impl $ty, $what,
+            poll_read_ready, poll_write_ready,
+            readable: [$what, " is readable (data, end of stream, or an error is pending)"],
+            writable: [$what, " is writable (buffer space, a closed write direction, or an error)"],
+            read: "read",
+            write: "write",
+        );
+    };
+
+    ($ty:ident, $what:literal, $poll_read:ident, $poll_write:ident) => {
+        $crate::io::readiness_methods!(@impl $ty, $what,
+            $poll_read, $poll_write,
+            readable: ["a datagram (or a pending error) can be received"],
+            writable: ["a datagram can be sent"],
+            read: "receive",
+            write: "send",
+        );
+    };
+
+    (@impl $ty:ident, $what:literal, $poll_read:ident, $poll_write:ident,
+        readable: [$($readable:literal),+],
+        writable: [$($writable:literal),+],
+        read: $read:literal,
+        write: $write:literal $(,)?
+    ) => {
+        #[doc = concat!(
+            "Waits until ", $what, " is ready for any of `interest`, and returns the readiness ",
+            "seen. Any number of tasks may wait on one `", stringify!($ty), "` at once.\n",
+            "\nThe readiness may be spurious: an operation attempted afterwards can still return ",
+            "`WouldBlock`, which clears it so the next `ready` waits again.\n",
+            "\n# Cancel safety\nCancel safe: dropping the future loses no readiness.\n",
+            "\n# Errors\nWhen the reactor ", $what, " is registered with has shut down."
+        )]
+        pub async fn ready(
+            &self,
+            interest: ::weir_reactor::Interest,
+        ) -> ::std::io::Result<::weir_reactor::Ready> {
+            $crate::io::ready(&self.io, interest).await
+        }
+
+        #[doc = concat!(
+            "Waits until ", $($readable,)+ ".\n",
+            "\n# Cancel safety\nCancel safe.\n",
+            "\n# Errors\nWhen the reactor has shut down."
+        )]
+        pub async fn readable(&self) -> ::std::io::Result<()> {
+            self.ready(::weir_reactor::Interest::READABLE).await.map(drop)
+        }
+
+        #[doc = concat!(
+            "Waits until ", $($writable,)+ ".\n",
+            "\n# Cancel safety\nCancel safe.\n",
+            "\n# Errors\nWhen the reactor has shut down."
+        )]
+        pub async fn writable(&self) -> ::std::io::Result<()> {
+            self.ready(::weir_reactor::Interest::WRITABLE).await.map(drop)
+        }
+
+        #[doc = concat!(
+            "Polls for ", $read, " readiness. Only the last task to poll for it is woken; use ",
+            "[`readable`](Self::readable) for several waiters.\n",
+            "\n# Errors\nWhen the reactor has shut down."
+        )]
+        pub fn $poll_read(
+            &self,
+            cx: &mut ::std::task::Context<'_>,
+        ) -> ::std::task::Poll<::std::io::Result<()>> {
+            $crate::io::poll_ready(&self.io, cx, ::weir_reactor::Direction::Read)
+        }
+
+        #[doc = concat!(
+            "Polls for ", $write, " readiness. Only the last task to poll for it is woken; use ",
+            "[`writable`](Self::writable) for several waiters.\n",
+            "\n# Errors\nWhen the reactor has shut down."
+        )]
+        pub fn $poll_write(
+            &self,
+            cx: &mut ::std::task::Context<'_>,
+        ) -> ::std::task::Poll<::std::io::Result<()>> {
+            $crate::io::poll_ready(&self.io, cx, ::weir_reactor::Direction::Write)
+        }
+
+        #[doc = concat!(
+            "Runs `f` if ", $what, " is known to be ready for `interest`; when `f` returns ",
+            "`WouldBlock`, that readiness is cleared. `f` should perform a non-blocking I/O ",
+            "operation on this `", stringify!($ty), "` (e.g. through `as_raw_fd`).\n",
+            "\n# Errors\n`WouldBlock` when not ready, otherwise whatever `f` returns."
+        )]
+        pub fn try_io<R>(
+            &self,
+            interest: ::weir_reactor::Interest,
+            f: impl FnOnce() -> ::std::io::Result<R>,
+        ) -> ::std::io::Result<R> {
+            self.io.registration().try_io(interest, f)
+        }
+
+        #[doc = concat!(
+            "Waits for `interest` and runs the non-blocking operation `f` until it returns ",
+            "something other than `WouldBlock`.\n",
+            "\n# Cancel safety\nCancel safe as long as `f` is: no readiness is lost.\n",
+            "\n# Errors\nWhatever `f` returns other than `WouldBlock`, or a shut-down reactor."
+        )]
+        pub async fn async_io<R>(
+            &self,
+            interest: ::weir_reactor::Interest,
+            f: impl FnMut() -> ::std::io::Result<R>,
+        ) -> ::std::io::Result<R> {
+            self.io.registration().async_io(interest, f).await
+        }
+    };
+}
+pub(crate) use readiness_methods;
+
 // ---- stream sockets: read / write ----
 
 /// `send(2)` with `MSG_NOSIGNAL`.
@@ -157,6 +280,59 @@ pub(crate) fn poll_write_vectored<S: AsRawFd + AsFd>(
             send_vectored(io.get_ref(), bufs)
         })
 }
+
+/// The readiness-API reads and writes of a stream type (`try_read`, `try_read_vectored`,
+/// `try_write`, `try_write_vectored`) on its registered `io: AsyncFd<_>` field. Expands to
+/// associated functions, inside the `impl` block of `$ty`; the split halves forward to these
+/// (`half_methods!`).
+macro_rules! stream_try_methods {
+    ($ty:ident) => {
+        #[doc = concat!(
+            "Reads into `buf` without waiting, if the `", stringify!($ty), "` is known to be ",
+            "readable. `Ok(0)` means end of stream (or an empty `buf`).\n",
+            "\n# Errors\n`WouldBlock` if no data is known to be available (readiness is then ",
+            "cleared, so [`readable`](Self::readable) waits for the next event), or the OS error ",
+            "of `read(2)`."
+        )]
+        pub fn try_read(&self, buf: &mut [u8]) -> ::std::io::Result<usize> {
+            $crate::io::try_read(&self.io, buf)
+        }
+
+        #[doc = concat!(
+            "Vectored [`try_read`](Self::try_read) (`readv(2)`).\n",
+            "\n# Errors\nAs [`try_read`](Self::try_read)."
+        )]
+        pub fn try_read_vectored(
+            &self,
+            bufs: &mut [::std::io::IoSliceMut<'_>],
+        ) -> ::std::io::Result<usize> {
+            $crate::io::try_read_vectored(&self.io, bufs)
+        }
+
+        #[doc = concat!(
+            "Writes from `buf` without waiting, if the `", stringify!($ty), "` is known to be ",
+            "writable; returns how many bytes were written.\n",
+            "\n# Errors\n`WouldBlock` if the socket is not known to be writable (readiness is then ",
+            "cleared), `BrokenPipe` (or `ConnectionReset`) once the peer has gone, otherwise the ",
+            "OS error of `send(2)`."
+        )]
+        pub fn try_write(&self, buf: &[u8]) -> ::std::io::Result<usize> {
+            $crate::io::try_write(&self.io, buf)
+        }
+
+        #[doc = concat!(
+            "Vectored [`try_write`](Self::try_write) (`sendmsg(2)`).\n",
+            "\n# Errors\nAs [`try_write`](Self::try_write)."
+        )]
+        pub fn try_write_vectored(
+            &self,
+            bufs: &[::std::io::IoSlice<'_>],
+        ) -> ::std::io::Result<usize> {
+            $crate::io::try_write_vectored(&self.io, bufs)
+        }
+    };
+}
+pub(crate) use stream_try_methods;
 
 /// `shutdown(2)` of the write direction. `ENOTCONN` — the peer already reset the connection,
 /// so there is nothing left to shut down — counts as success, as in tokio: closing a stream

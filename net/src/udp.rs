@@ -7,7 +7,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::task::{Context, Poll};
 
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
-use weir_reactor::{AsyncFd, Direction, Interest, Ready};
+use weir_reactor::{AsyncFd, Direction, Interest};
 
 use crate::addr::{ToSocketAddrs, last_error, resolve};
 
@@ -147,60 +147,9 @@ impl UdpSocket {
         Err(last_error(last))
     }
 
-    // ---- readiness ----
+    // ---- readiness and custom operations (`try_io`, `async_io`) ----
 
-    /// Waits until the socket is ready for any of `interest`, and returns the readiness seen.
-    /// Any number of tasks may wait at once.
-    ///
-    /// The readiness may be spurious: an operation attempted afterwards can still return
-    /// `WouldBlock`, after which the `try_*` methods clear it.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: dropping the future loses no readiness.
-    ///
-    /// # Errors
-    /// When the reactor the socket is registered with has shut down.
-    pub async fn ready(&self, interest: Interest) -> io::Result<Ready> {
-        crate::io::ready(&self.io, interest).await
-    }
-
-    /// Waits until a datagram (or a pending error) can be received.
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    ///
-    /// # Errors
-    /// When the reactor has shut down.
-    pub async fn readable(&self) -> io::Result<()> {
-        self.ready(Interest::READABLE).await.map(drop)
-    }
-
-    /// Waits until a datagram can be sent.
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    ///
-    /// # Errors
-    /// When the reactor has shut down.
-    pub async fn writable(&self) -> io::Result<()> {
-        self.ready(Interest::WRITABLE).await.map(drop)
-    }
-
-    /// Polls for receive readiness. Only the last task to poll for receiving is woken.
-    ///
-    /// # Errors
-    /// When the reactor has shut down.
-    pub fn poll_recv_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        crate::io::poll_ready(&self.io, cx, Direction::Read)
-    }
-
-    /// Polls for send readiness. Only the last task to poll for sending is woken.
-    ///
-    /// # Errors
-    /// When the reactor has shut down.
-    pub fn poll_send_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        crate::io::poll_ready(&self.io, cx, Direction::Write)
-    }
+    crate::io::readiness_methods!(UdpSocket, "the socket", poll_recv_ready, poll_send_ready);
 
     // ---- connected send / recv / peek ----
 
@@ -508,37 +457,6 @@ impl UdpSocket {
             .peek_sender()?
             .as_socket()
             .ok_or_else(|| io::Error::other("the sender's address is not an IP address"))
-    }
-
-    // ---- custom operations ----
-
-    /// Runs `f` if the socket is known to be ready for `interest`; when `f` returns
-    /// `WouldBlock`, that readiness is cleared. `f` should perform an I/O operation on this
-    /// socket (e.g. through `as_raw_fd`, for `sendmmsg` or `recvmsg`).
-    ///
-    /// # Errors
-    /// `WouldBlock` when not ready, otherwise whatever `f` returns.
-    pub fn try_io<R>(
-        &self,
-        interest: Interest,
-        f: impl FnOnce() -> io::Result<R>,
-    ) -> io::Result<R> {
-        self.io.registration().try_io(interest, f)
-    }
-
-    /// Waits for `interest` and runs `f` until it returns something other than `WouldBlock`.
-    ///
-    /// # Cancel safety
-    /// Cancel safe as long as `f` is: no readiness is lost.
-    ///
-    /// # Errors
-    /// Whatever `f` returns other than `WouldBlock`, or a shut-down reactor.
-    pub async fn async_io<R>(
-        &self,
-        interest: Interest,
-        f: impl FnMut() -> io::Result<R>,
-    ) -> io::Result<R> {
-        self.io.registration().async_io(interest, f).await
     }
 
     // ---- options ----

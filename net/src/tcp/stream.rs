@@ -1,14 +1,14 @@
 //! [`TcpStream`].
 
 use std::fmt;
-use std::io::{self, IoSlice, IoSliceMut};
+use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use socket2::SockRef;
-use weir_reactor::{AsyncFd, Direction, Handle, Interest, Ready};
+use weir_reactor::{AsyncFd, Direction, Handle, Interest};
 
 use super::TcpSocket;
 use super::split::{ReadHalf, WriteHalf};
@@ -173,122 +173,9 @@ impl TcpStream {
         self.io.get_ref().take_error()
     }
 
-    /// Waits until the stream is ready for any of `interest` and returns the readiness seen.
-    ///
-    /// Readiness is a hint: a following `try_read`/`try_write` may still return `WouldBlock`,
-    /// which clears it so the next `ready` waits again. Any number of tasks may wait at once.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: dropping the future loses no readiness.
-    ///
-    /// # Errors
-    /// When the reactor the stream is registered with has shut down.
-    pub async fn ready(&self, interest: Interest) -> io::Result<Ready> {
-        crate::io::ready(&self.io, interest).await
-    }
+    crate::io::readiness_methods!(TcpStream, "the stream");
 
-    /// Waits until the stream is readable (data, end of stream, or an error is pending).
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    ///
-    /// # Errors
-    /// When the reactor the stream is registered with has shut down.
-    pub async fn readable(&self) -> io::Result<()> {
-        self.ready(Interest::READABLE).await.map(drop)
-    }
-
-    /// Waits until the stream is writable.
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    ///
-    /// # Errors
-    /// When the reactor the stream is registered with has shut down.
-    pub async fn writable(&self) -> io::Result<()> {
-        self.ready(Interest::WRITABLE).await.map(drop)
-    }
-
-    /// Polls for read readiness. Only the last task to poll is woken; use
-    /// [`readable`](Self::readable) for several waiters.
-    ///
-    /// # Errors
-    /// When the reactor has shut down.
-    pub fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        crate::io::poll_ready(&self.io, cx, Direction::Read)
-    }
-
-    /// Polls for write readiness. Only the last task to poll is woken; use
-    /// [`writable`](Self::writable) for several waiters.
-    ///
-    /// # Errors
-    /// When the reactor has shut down.
-    pub fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        crate::io::poll_ready(&self.io, cx, Direction::Write)
-    }
-
-    /// Reads without waiting. `Ok(0)` means end of stream (or an empty `buf`).
-    ///
-    /// # Errors
-    /// `WouldBlock` if no data is known to be available (readiness is then cleared, so
-    /// [`readable`](Self::readable) waits for the next event), or the OS error of `read(2)`.
-    pub fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
-        crate::io::try_read(&self.io, buf)
-    }
-
-    /// Vectored [`try_read`](Self::try_read) (`readv(2)`).
-    ///
-    /// # Errors
-    /// As [`try_read`](Self::try_read).
-    pub fn try_read_vectored(&self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        crate::io::try_read_vectored(&self.io, bufs)
-    }
-
-    /// Writes without waiting; returns how many bytes were written.
-    ///
-    /// # Errors
-    /// `WouldBlock` if the socket is not known to be writable (readiness is then cleared), or
-    /// the OS error of `send(2)` — `BrokenPipe`/`ConnectionReset` once the peer has gone.
-    pub fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
-        crate::io::try_write(&self.io, buf)
-    }
-
-    /// Vectored [`try_write`](Self::try_write) (`sendmsg(2)`).
-    ///
-    /// # Errors
-    /// As [`try_write`](Self::try_write).
-    pub fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        crate::io::try_write_vectored(&self.io, bufs)
-    }
-
-    /// Runs a custom non-blocking operation `f` if the stream is known to be ready for
-    /// `interest`, clearing that readiness if `f` returns `WouldBlock`.
-    ///
-    /// # Errors
-    /// `WouldBlock` when not ready, otherwise whatever `f` returns.
-    pub fn try_io<R>(
-        &self,
-        interest: Interest,
-        f: impl FnOnce() -> io::Result<R>,
-    ) -> io::Result<R> {
-        self.io.registration().try_io(interest, f)
-    }
-
-    /// Waits for `interest` and runs the non-blocking operation `f` until it does not return
-    /// `WouldBlock`.
-    ///
-    /// # Cancel safety
-    /// Cancel safe as long as `f` is.
-    ///
-    /// # Errors
-    /// Whatever `f` returns other than `WouldBlock`, or a shut-down reactor.
-    pub async fn async_io<R>(
-        &self,
-        interest: Interest,
-        f: impl FnMut() -> io::Result<R>,
-    ) -> io::Result<R> {
-        self.io.registration().async_io(interest, f).await
-    }
+    crate::io::stream_try_methods!(TcpStream);
 
     /// Receives data without removing it from the socket's queue, waiting for some to arrive.
     ///

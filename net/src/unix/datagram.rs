@@ -9,7 +9,7 @@ use std::path::Path;
 use std::task::{Context, Poll};
 
 use socket2::{SockAddr, SockRef};
-use weir_reactor::{AsyncFd, Direction, Interest, Ready};
+use weir_reactor::{AsyncFd, Direction, Interest};
 
 use super::SocketAddr;
 
@@ -119,55 +119,7 @@ impl UnixDatagram {
         self.io.get_ref().shutdown(how)
     }
 
-    /// Waits until the socket is ready for any of `interest`, and returns the readiness seen.
-    /// Any number of tasks may wait at once.
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    ///
-    /// # Errors
-    /// When the reactor has shut down.
-    pub async fn ready(&self, interest: Interest) -> io::Result<Ready> {
-        crate::io::ready(&self.io, interest).await
-    }
-
-    /// Waits until a datagram (or an error) can be received.
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    ///
-    /// # Errors
-    /// When the reactor has shut down.
-    pub async fn readable(&self) -> io::Result<()> {
-        self.ready(Interest::READABLE).await.map(drop)
-    }
-
-    /// Waits until a datagram can be sent.
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    ///
-    /// # Errors
-    /// When the reactor has shut down.
-    pub async fn writable(&self) -> io::Result<()> {
-        self.ready(Interest::WRITABLE).await.map(drop)
-    }
-
-    /// Polls for receive readiness. Only the last task to poll for reading is woken.
-    ///
-    /// # Errors
-    /// When the reactor has shut down.
-    pub fn poll_recv_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        crate::io::poll_ready(&self.io, cx, Direction::Read)
-    }
-
-    /// Polls for send readiness. Only the last task to poll for writing is woken.
-    ///
-    /// # Errors
-    /// When the reactor has shut down.
-    pub fn poll_send_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        crate::io::poll_ready(&self.io, cx, Direction::Write)
-    }
+    crate::io::readiness_methods!(UnixDatagram, "the socket", poll_recv_ready, poll_send_ready);
 
     // ---- connected send / recv ----
 
@@ -340,36 +292,6 @@ impl UnixDatagram {
         self.io
             .registration()
             .poll_io(cx, Direction::Read, || sock.recv_from(buf))
-    }
-
-    // ---- custom operations ----
-
-    /// Runs `f` if the socket is known to be ready for `interest`; when `f` returns
-    /// `WouldBlock`, that readiness is cleared.
-    ///
-    /// # Errors
-    /// `WouldBlock` when not ready, otherwise whatever `f` returns.
-    pub fn try_io<R>(
-        &self,
-        interest: Interest,
-        f: impl FnOnce() -> io::Result<R>,
-    ) -> io::Result<R> {
-        self.io.registration().try_io(interest, f)
-    }
-
-    /// Waits for `interest` and runs `f` until it returns something other than `WouldBlock`.
-    ///
-    /// # Cancel safety
-    /// Cancel safe as long as `f` is.
-    ///
-    /// # Errors
-    /// Whatever `f` returns other than `WouldBlock`, or a shut-down reactor.
-    pub async fn async_io<R>(
-        &self,
-        interest: Interest,
-        f: impl FnMut() -> io::Result<R>,
-    ) -> io::Result<R> {
-        self.io.registration().async_io(interest, f).await
     }
 
     fn send_raw(&self, buf: &[u8]) -> io::Result<usize> {

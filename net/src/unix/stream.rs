@@ -1,7 +1,7 @@
 //! [`UnixStream`]: a connected Unix-domain stream socket.
 
 use std::fmt;
-use std::io::{self, IoSlice, IoSliceMut};
+use std::io;
 use std::net::Shutdown;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::net;
@@ -10,7 +10,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use socket2::{Domain, SockAddr, Socket, Type};
-use weir_reactor::{AsyncFd, Direction, Interest, Ready};
+use weir_reactor::AsyncFd;
 
 use super::split::{self, ReadHalf, WriteHalf};
 use super::split_owned::{self, OwnedReadHalf, OwnedWriteHalf};
@@ -182,124 +182,9 @@ impl UnixStream {
         self.io.get_ref().shutdown(how)
     }
 
-    /// Waits until the socket is ready for any of `interest`, and returns the readiness seen.
-    /// Any number of tasks may wait at once.
-    ///
-    /// The readiness may be spurious: an operation attempted afterwards can still return
-    /// `WouldBlock`.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: dropping the future loses no readiness.
-    ///
-    /// # Errors
-    /// When the reactor the socket is registered with has shut down.
-    pub async fn ready(&self, interest: Interest) -> io::Result<Ready> {
-        crate::io::ready(&self.io, interest).await
-    }
+    crate::io::readiness_methods!(UnixStream, "the socket");
 
-    /// Waits until the socket is readable (data, end of stream, or an error).
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    ///
-    /// # Errors
-    /// When the reactor has shut down.
-    pub async fn readable(&self) -> io::Result<()> {
-        self.ready(Interest::READABLE).await.map(drop)
-    }
-
-    /// Waits until the socket is writable (buffer space, a closed write direction, or an
-    /// error).
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    ///
-    /// # Errors
-    /// When the reactor has shut down.
-    pub async fn writable(&self) -> io::Result<()> {
-        self.ready(Interest::WRITABLE).await.map(drop)
-    }
-
-    /// Polls for read readiness. Only the last task to poll for reading is woken.
-    ///
-    /// # Errors
-    /// When the reactor has shut down.
-    pub fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        crate::io::poll_ready(&self.io, cx, Direction::Read)
-    }
-
-    /// Polls for write readiness. Only the last task to poll for writing is woken.
-    ///
-    /// # Errors
-    /// When the reactor has shut down.
-    pub fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        crate::io::poll_ready(&self.io, cx, Direction::Write)
-    }
-
-    /// Reads into `buf` if the socket is known to be readable. `Ok(0)` means end of stream (or
-    /// an empty `buf`).
-    ///
-    /// # Errors
-    /// `WouldBlock` when no data is available (readiness is then cleared, so
-    /// [`readable`](Self::readable) waits for new data); otherwise the OS error of `read(2)`.
-    pub fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
-        crate::io::try_read(&self.io, buf)
-    }
-
-    /// Vectored [`try_read`](Self::try_read).
-    ///
-    /// # Errors
-    /// As [`try_read`](Self::try_read).
-    pub fn try_read_vectored(&self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        crate::io::try_read_vectored(&self.io, bufs)
-    }
-
-    /// Writes from `buf` if the socket is known to be writable; returns how many bytes were
-    /// written.
-    ///
-    /// # Errors
-    /// `WouldBlock` when the send buffer is full (readiness is then cleared), `BrokenPipe`
-    /// when the peer is gone, otherwise the OS error of `send(2)`.
-    pub fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
-        crate::io::try_write(&self.io, buf)
-    }
-
-    /// Vectored [`try_write`](Self::try_write) (`sendmsg(2)`).
-    ///
-    /// # Errors
-    /// As [`try_write`](Self::try_write).
-    pub fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        crate::io::try_write_vectored(&self.io, bufs)
-    }
-
-    /// Runs `f` if the socket is known to be ready for `interest`; when `f` returns
-    /// `WouldBlock`, that readiness is cleared. `f` should perform an I/O operation on this
-    /// socket (e.g. through `as_raw_fd`).
-    ///
-    /// # Errors
-    /// `WouldBlock` when not ready, otherwise whatever `f` returns.
-    pub fn try_io<R>(
-        &self,
-        interest: Interest,
-        f: impl FnOnce() -> io::Result<R>,
-    ) -> io::Result<R> {
-        self.io.registration().try_io(interest, f)
-    }
-
-    /// Waits for `interest` and runs `f` until it returns something other than `WouldBlock`.
-    ///
-    /// # Cancel safety
-    /// Cancel safe as long as `f` is: no readiness is lost.
-    ///
-    /// # Errors
-    /// Whatever `f` returns other than `WouldBlock`, or a shut-down reactor.
-    pub async fn async_io<R>(
-        &self,
-        interest: Interest,
-        f: impl FnMut() -> io::Result<R>,
-    ) -> io::Result<R> {
-        self.io.registration().async_io(interest, f).await
-    }
+    crate::io::stream_try_methods!(UnixStream);
 
     /// Splits the stream into a read half and a write half that borrow it, to read and write
     /// from two places at once (e.g. two futures of one `join`). Costs nothing.
