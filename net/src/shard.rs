@@ -230,7 +230,9 @@ impl ShardedListenerBuilder {
     }
 
     /// Attach the CPU-steering reuseport BPF program: a connection goes to listener
-    /// `receiving CPU % workers` instead of the kernel's hash. Default off.
+    /// `receiving CPU % workers` instead of the kernel's hash. Default off. With more workers
+    /// than CPUs, the listeners past the CPU count receive nothing (their workers still serve
+    /// handed-off connections and steal work).
     pub fn steer_by_cpu(&mut self, on: bool) -> &mut Self {
         self.steer_by_cpu = on;
         self
