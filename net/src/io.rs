@@ -435,46 +435,21 @@ macro_rules! stream_io_impls {
     )+};
 
     (write for $($ty:ty),+ $(,)?) => {$(
-        impl futures_io::AsyncWrite for $ty {
-            fn poll_write(
-                self: ::std::pin::Pin<&mut Self>,
-                cx: &mut ::std::task::Context<'_>,
-                buf: &[u8],
-            ) -> ::std::task::Poll<::std::io::Result<usize>> {
-                $crate::io::poll_write($crate::io::StreamIo::async_fd(&*self), cx, buf)
-            }
-
-            fn poll_write_vectored(
-                self: ::std::pin::Pin<&mut Self>,
-                cx: &mut ::std::task::Context<'_>,
-                bufs: &[::std::io::IoSlice<'_>],
-            ) -> ::std::task::Poll<::std::io::Result<usize>> {
-                $crate::io::poll_write_vectored($crate::io::StreamIo::async_fd(&*self), cx, bufs)
-            }
-
-            fn poll_flush(
-                self: ::std::pin::Pin<&mut Self>,
-                _cx: &mut ::std::task::Context<'_>,
-            ) -> ::std::task::Poll<::std::io::Result<()>> {
-                ::std::task::Poll::Ready(Ok(()))
-            }
-
-            /// Shuts down the write direction.
-            fn poll_close(
-                self: ::std::pin::Pin<&mut Self>,
-                _cx: &mut ::std::task::Context<'_>,
-            ) -> ::std::task::Poll<::std::io::Result<()>> {
-                $crate::io::poll_shutdown(self.get_mut())
-            }
-        }
-
-        $crate::io::stream_io_impls!(@shutdown_write #[cfg(feature = "tokio-io")] tokio::io::AsyncWrite, $ty);
-        $crate::io::stream_io_impls!(@shutdown_write #[cfg(feature = "hyper")] hyper::rt::Write, $ty);
+        $crate::io::stream_io_impls!(@write [] futures_io::AsyncWrite, poll_close, $ty, {});
+        $crate::io::stream_io_impls!(
+            @write [#[cfg(feature = "tokio-io")]] tokio::io::AsyncWrite, poll_shutdown, $ty,
+            { fn is_write_vectored(&self) -> bool { true } }
+        );
+        $crate::io::stream_io_impls!(
+            @write [#[cfg(feature = "hyper")]] hyper::rt::Write, poll_shutdown, $ty,
+            { fn is_write_vectored(&self) -> bool { true } }
+        );
     )+};
 
-    // tokio's and hyper's write traits have the same methods.
-    (@shutdown_write #[$cfg:meta] $trait:path, $ty:ty) => {
-        #[$cfg]
+    // The three write traits differ only in the name of the close method and in whether they
+    // have `is_write_vectored` (`$extra`).
+    (@write [$(#[$cfg:meta])?] $trait:path, $close:ident, $ty:ty, { $($extra:item)* }) => {
+        $(#[$cfg])?
         impl $trait for $ty {
             fn poll_write(
                 self: ::std::pin::Pin<&mut Self>,
@@ -492,9 +467,7 @@ macro_rules! stream_io_impls {
                 $crate::io::poll_write_vectored($crate::io::StreamIo::async_fd(&*self), cx, bufs)
             }
 
-            fn is_write_vectored(&self) -> bool {
-                true
-            }
+            $($extra)*
 
             fn poll_flush(
                 self: ::std::pin::Pin<&mut Self>,
@@ -504,7 +477,7 @@ macro_rules! stream_io_impls {
             }
 
             /// Shuts down the write direction.
-            fn poll_shutdown(
+            fn $close(
                 self: ::std::pin::Pin<&mut Self>,
                 _cx: &mut ::std::task::Context<'_>,
             ) -> ::std::task::Poll<::std::io::Result<()>> {
@@ -678,3 +651,31 @@ impl<S: StreamIo> Drop for OwnedWrite<S> {
         }
     }
 }
+
+/// `AsRawFd`, `AsFd` and `TryFrom<std type>` (as `from_std`) for a socket type whose
+/// registered socket is its `io: AsyncFd<std type>` field.
+macro_rules! fd_traits {
+    ($ty:ident, $std:ty) => {
+        impl ::std::os::fd::AsRawFd for $ty {
+            fn as_raw_fd(&self) -> ::std::os::fd::RawFd {
+                ::std::os::fd::AsRawFd::as_raw_fd(self.io.get_ref())
+            }
+        }
+
+        impl ::std::os::fd::AsFd for $ty {
+            fn as_fd(&self) -> ::std::os::fd::BorrowedFd<'_> {
+                ::std::os::fd::AsFd::as_fd(self.io.get_ref())
+            }
+        }
+
+        impl ::std::convert::TryFrom<$std> for $ty {
+            type Error = ::std::io::Error;
+
+            #[doc = concat!("As [`", stringify!($ty), "::from_std`].")]
+            fn try_from(sock: $std) -> ::std::io::Result<$ty> {
+                $ty::from_std(sock)
+            }
+        }
+    };
+}
+pub(crate) use fd_traits;

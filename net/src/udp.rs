@@ -3,7 +3,6 @@
 use std::fmt;
 use std::io;
 use std::net::{self, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::task::{Context, Poll};
 
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
@@ -637,26 +636,7 @@ impl UdpSocket {
     }
 }
 
-impl TryFrom<net::UdpSocket> for UdpSocket {
-    type Error = io::Error;
-
-    /// As [`UdpSocket::from_std`].
-    fn try_from(sock: net::UdpSocket) -> io::Result<UdpSocket> {
-        UdpSocket::from_std(sock)
-    }
-}
-
-impl AsRawFd for UdpSocket {
-    fn as_raw_fd(&self) -> RawFd {
-        self.io.get_ref().as_raw_fd()
-    }
-}
-
-impl AsFd for UdpSocket {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.io.get_ref().as_fd()
-    }
-}
+crate::io::fd_traits!(UdpSocket, std::net::UdpSocket);
 
 impl fmt::Debug for UdpSocket {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -4,7 +4,7 @@ use std::fmt;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::{Context, Poll, ready};
@@ -400,26 +400,7 @@ impl TcpListener {
     }
 }
 
-impl AsRawFd for TcpListener {
-    fn as_raw_fd(&self) -> RawFd {
-        self.io.as_raw_fd()
-    }
-}
-
-impl AsFd for TcpListener {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.io.get_ref().as_fd()
-    }
-}
-
-impl TryFrom<std::net::TcpListener> for TcpListener {
-    type Error = io::Error;
-
-    /// [`TcpListener::from_std`].
-    fn try_from(listener: std::net::TcpListener) -> io::Result<TcpListener> {
-        TcpListener::from_std(listener)
-    }
-}
+crate::io::fd_traits!(TcpListener, std::net::TcpListener);
 
 impl fmt::Debug for TcpListener {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

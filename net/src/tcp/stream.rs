@@ -3,7 +3,7 @@
 use std::fmt;
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -309,26 +309,7 @@ impl StreamIo for TcpStream {
 crate::io::stream_io_impls!(read for TcpStream);
 crate::io::stream_io_impls!(write for TcpStream);
 
-impl AsRawFd for TcpStream {
-    fn as_raw_fd(&self) -> RawFd {
-        self.io.as_raw_fd()
-    }
-}
-
-impl AsFd for TcpStream {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.io.get_ref().as_fd()
-    }
-}
-
-impl TryFrom<std::net::TcpStream> for TcpStream {
-    type Error = io::Error;
-
-    /// [`TcpStream::from_std`].
-    fn try_from(stream: std::net::TcpStream) -> io::Result<TcpStream> {
-        TcpStream::from_std(stream)
-    }
-}
+crate::io::fd_traits!(TcpStream, std::net::TcpStream);
 
 impl fmt::Debug for TcpStream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

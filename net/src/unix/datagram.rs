@@ -3,7 +3,6 @@
 use std::fmt;
 use std::io;
 use std::net::Shutdown;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::os::unix::net;
 use std::path::Path;
 use std::task::{Context, Poll};
@@ -303,26 +302,7 @@ impl UnixDatagram {
     }
 }
 
-impl TryFrom<net::UnixDatagram> for UnixDatagram {
-    type Error = io::Error;
-
-    /// As [`UnixDatagram::from_std`].
-    fn try_from(sock: net::UnixDatagram) -> io::Result<UnixDatagram> {
-        UnixDatagram::from_std(sock)
-    }
-}
-
-impl AsRawFd for UnixDatagram {
-    fn as_raw_fd(&self) -> RawFd {
-        self.io.get_ref().as_raw_fd()
-    }
-}
-
-impl AsFd for UnixDatagram {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.io.get_ref().as_fd()
-    }
-}
+crate::io::fd_traits!(UnixDatagram, std::os::unix::net::UnixDatagram);
 
 impl fmt::Debug for UnixDatagram {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -2,7 +2,6 @@
 
 use std::fmt;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::os::unix::net;
 use std::path::Path;
 use std::pin::Pin;
@@ -115,26 +114,7 @@ impl UnixListener {
     }
 }
 
-impl TryFrom<net::UnixListener> for UnixListener {
-    type Error = io::Error;
-
-    /// As [`UnixListener::from_std`].
-    fn try_from(listener: net::UnixListener) -> io::Result<UnixListener> {
-        UnixListener::from_std(listener)
-    }
-}
-
-impl AsRawFd for UnixListener {
-    fn as_raw_fd(&self) -> RawFd {
-        self.io.get_ref().as_raw_fd()
-    }
-}
-
-impl AsFd for UnixListener {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.io.get_ref().as_fd()
-    }
-}
+crate::io::fd_traits!(UnixListener, std::os::unix::net::UnixListener);
 
 impl fmt::Debug for UnixListener {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::io;
 use std::net::Shutdown;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::net;
 use std::path::Path;
 use std::task::{Context, Poll};
@@ -216,26 +216,7 @@ impl StreamIo for UnixStream {
 crate::io::stream_io_impls!(read for UnixStream);
 crate::io::stream_io_impls!(write for UnixStream);
 
-impl TryFrom<net::UnixStream> for UnixStream {
-    type Error = io::Error;
-
-    /// As [`UnixStream::from_std`].
-    fn try_from(stream: net::UnixStream) -> io::Result<UnixStream> {
-        UnixStream::from_std(stream)
-    }
-}
-
-impl AsRawFd for UnixStream {
-    fn as_raw_fd(&self) -> RawFd {
-        self.io.get_ref().as_raw_fd()
-    }
-}
-
-impl AsFd for UnixStream {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.io.get_ref().as_fd()
-    }
-}
+crate::io::fd_traits!(UnixStream, std::os::unix::net::UnixStream);
 
 impl fmt::Debug for UnixStream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
