@@ -1,0 +1,28 @@
+//! `weir-bench`: weir side by side with tokio, a raw epoll loop and a busy loop, in one run.
+//!
+//! ```text
+//! cargo run --release -p weir-bench -- [SCENARIO…] [--quick] [--out DIR] [--rounds N]
+//! ```
+//!
+//! The same binary is also every server and in-process benchmark: the orchestrator re-executes
+//! itself with a hidden first argument (`__server`, `__pipes`, `__timers`), so each contender
+//! runs in its own process and its CPU time, context switches and RSS can be read from /proc.
+//! The load generators run in the orchestrator's process on plain threads with epoll.
+
+mod inproc;
+mod load;
+mod model;
+mod procstat;
+mod report;
+mod scenarios;
+mod servers;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    match args.get(1).map(String::as_str) {
+        Some("__server") => servers::main(&args[2..]),
+        Some("__pipes") => inproc::pipes_main(&args[2..]),
+        Some("__timers") => inproc::timers_main(&args[2..]),
+        _ => scenarios::main(&args[1..]),
+    }
+}

@@ -1,0 +1,249 @@
+//! The results of one run: what `results.json` holds and what the report is made from.
+//!
+//! Every measured round of every contender is one [`Sample`]: a flat map of named metrics plus,
+//! for latency scenarios, the round's latency distribution as quantiles. A scenario says which
+//! metrics its table shows ([`MetricSpec`]), which one is primary (ratios and bar plots use it),
+//! which plots it wants ([`PlotSpec`]) and which claims it checked ([`Claim`]).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+/// Number of points in a stored latency distribution: quantiles `i / (QUANTILES - 1)` for
+/// `i = 0 ..= QUANTILES - 1`, i.e. q = 0, 0.001, …, 1.
+pub(crate) const QUANTILES: usize = 1001;
+
+/// The whole run.
+#[derive(Debug, Serialize)]
+pub(crate) struct RunResults {
+    pub(crate) meta: Meta,
+    pub(crate) scenarios: Vec<ScenarioResult>,
+}
+
+/// Where and how the run was made.
+#[derive(Debug, Serialize)]
+pub(crate) struct Meta {
+    /// UTC, `YYYY-MM-DDTHH:MM:SSZ`.
+    pub(crate) date: String,
+    /// `git rev-parse HEAD` (with `-dirty` when the tree has changes), or `unknown`.
+    pub(crate) git_commit: String,
+    /// `uname -r`-style kernel release.
+    pub(crate) kernel: String,
+    /// `model name` from /proc/cpuinfo.
+    pub(crate) cpu_model: String,
+    /// Online CPUs.
+    pub(crate) cores: usize,
+    /// `--quick` run.
+    pub(crate) quick: bool,
+    /// The command line.
+    pub(crate) args: Vec<String>,
+    /// Rounds measured per contender (after one warm-up round).
+    pub(crate) rounds: u32,
+    /// Wall-clock time of the whole run, seconds.
+    pub(crate) wall_secs: f64,
+}
+
+/// One scenario's results.
+#[derive(Debug, Serialize)]
+pub(crate) struct ScenarioResult {
+    /// Short name used on the command line, e.g. `echo`.
+    pub(crate) name: String,
+    /// Title for the report, e.g. `echo — 100 connections, closed loop`.
+    pub(crate) title: String,
+    /// One paragraph: what is measured and how.
+    pub(crate) description: String,
+    /// Scenario-specific configuration (connections, sizes, rates, durations …).
+    pub(crate) config: serde_json::Value,
+    /// The contender ratios are taken against (usually `tokio-mt`).
+    pub(crate) baseline: String,
+    /// Contenders in the order they were run and are shown.
+    pub(crate) contenders: Vec<ContenderInfo>,
+    /// Cases in order (e.g. `64 B`, `1 KiB`; a scenario without cases uses one case `""`).
+    pub(crate) cases: Vec<String>,
+    /// Metrics shown in the table, in column order. The first is the primary metric.
+    pub(crate) metrics: Vec<MetricSpec>,
+    /// Every measured round (warm-up rounds are kept with `warmup: true`).
+    pub(crate) samples: Vec<Sample>,
+    /// Claims checked after the rounds.
+    pub(crate) claims: Vec<Claim>,
+    /// Plots the report draws.
+    pub(crate) plots: Vec<PlotSpec>,
+    /// Free-form remarks (skipped parts and why, capacity measured, …).
+    pub(crate) notes: Vec<String>,
+}
+
+/// A contender: a server program and its configuration.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct ContenderInfo {
+    /// Short name, e.g. `weir`, `weir-mw200`, `tokio-mt`, `raw-epoll`.
+    pub(crate) name: String,
+    /// What it is, e.g. `weir, 2 workers, min_wait 200 µs`.
+    pub(crate) description: String,
+    /// Numeric parameter used as the x axis of sweep plots (e.g. min_wait in µs), if any.
+    pub(crate) param: Option<f64>,
+}
+
+/// A metric column.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct MetricSpec {
+    /// Key in [`Sample::metrics`].
+    pub(crate) key: String,
+    /// Column header, e.g. `msgs/s`.
+    pub(crate) label: String,
+    /// Unit shown after values (may be empty).
+    pub(crate) unit: String,
+    /// Whether larger is better (decides the direction of "ratio to baseline").
+    pub(crate) higher_is_better: bool,
+}
+
+/// One measured round of one contender in one case.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct Sample {
+    pub(crate) case: String,
+    pub(crate) contender: String,
+    /// 0 is the warm-up round.
+    pub(crate) round: u32,
+    pub(crate) warmup: bool,
+    /// Named values, e.g. `msgs_per_s`, `cpu_us_per_msg`, `ctx_per_msg`, `rss_kib`.
+    pub(crate) metrics: BTreeMap<String, f64>,
+    /// Latency distribution of this round in µs, [`QUANTILES`] points, if the scenario
+    /// measures latency.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) latency_quantiles_us: Option<Vec<f64>>,
+}
+
+/// A claim from the issue, checked against the medians.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct Claim {
+    /// The claim, e.g. `weir ≥ 1.20× tokio-mt msgs/s (64 B)`.
+    pub(crate) text: String,
+    /// `Some(true)` met, `Some(false)` not met, `None` not evaluated (skipped, missing data).
+    pub(crate) met: Option<bool>,
+    /// The measured figures behind the verdict, e.g. `1.07× (weir 212k, tokio-mt 198k)`.
+    pub(crate) detail: String,
+}
+
+/// A plot the report draws for a scenario.
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub(crate) enum PlotSpec {
+    /// Bars of the median of `metric` per contender, with min–max whiskers, one group per case.
+    Bars { metric: String, file: String },
+    /// Latency CDF per contender of one case, from the rounds' pooled quantiles; log-scale x.
+    Cdf { case: String, file: String },
+    /// `metric` (median, min–max) against [`ContenderInfo::param`] for contenders that have
+    /// one; `baseline_line` draws the baseline contender's median as a horizontal line.
+    Sweep {
+        case: String,
+        metric: String,
+        x_label: String,
+        baseline_line: bool,
+        file: String,
+    },
+}
+
+impl ScenarioResult {
+    /// Measured (non-warm-up) samples of one contender in one case.
+    pub(crate) fn rounds<'a>(
+        &'a self,
+        case: &'a str,
+        contender: &'a str,
+    ) -> impl Iterator<Item = &'a Sample> + 'a {
+        self.samples
+            .iter()
+            .filter(move |s| !s.warmup && s.case == case && s.contender == contender)
+    }
+
+    /// Values of `metric` over the measured rounds of one contender in one case.
+    pub(crate) fn values(&self, case: &str, contender: &str, metric: &str) -> Vec<f64> {
+        self.rounds(case, contender)
+            .filter_map(|s| s.metrics.get(metric).copied())
+            .filter(|v| v.is_finite())
+            .collect()
+    }
+
+    /// Median, min and max of `metric` for one contender in one case.
+    pub(crate) fn stats(&self, case: &str, contender: &str, metric: &str) -> Option<Stats> {
+        Stats::of(&self.values(case, contender, metric))
+    }
+}
+
+/// Median with the spread.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub(crate) struct Stats {
+    pub(crate) median: f64,
+    pub(crate) min: f64,
+    pub(crate) max: f64,
+    pub(crate) n: usize,
+}
+
+impl Stats {
+    /// `None` for an empty slice. The median of an even count is the mean of the middle two.
+    pub(crate) fn of(values: &[f64]) -> Option<Stats> {
+        if values.is_empty() {
+            return None;
+        }
+        let mut v = values.to_vec();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        Some(Stats {
+            median,
+            min: v[0],
+            max: v[n - 1],
+            n,
+        })
+    }
+}
+
+/// Quantiles of a set of latency samples (any unit), as [`QUANTILES`] points. Empty input
+/// gives `None`.
+pub(crate) fn quantiles(samples: &mut [f64]) -> Option<Vec<f64>> {
+    if samples.is_empty() {
+        return None;
+    }
+    samples.sort_by(f64::total_cmp);
+    let n = samples.len();
+    Some(
+        (0..QUANTILES)
+            .map(|i| {
+                let q = i as f64 / (QUANTILES - 1) as f64;
+                let idx = ((q * (n - 1) as f64).round() as usize).min(n - 1);
+                samples[idx]
+            })
+            .collect(),
+    )
+}
+
+/// The value at quantile `q` (0..=1) of a stored distribution.
+pub(crate) fn quantile_at(points: &[f64], q: f64) -> f64 {
+    let i = (q * (points.len() - 1) as f64).round() as usize;
+    points[i.min(points.len() - 1)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_median() {
+        assert_eq!(Stats::of(&[]), None);
+        let s = Stats::of(&[3.0, 1.0, 2.0]).unwrap();
+        assert_eq!((s.median, s.min, s.max, s.n), (2.0, 1.0, 3.0, 3));
+        assert_eq!(Stats::of(&[1.0, 2.0, 3.0, 4.0]).unwrap().median, 2.5);
+    }
+
+    #[test]
+    fn quantile_points() {
+        let mut v: Vec<f64> = (0..=1000).map(f64::from).collect();
+        let q = quantiles(&mut v).unwrap();
+        assert_eq!(q.len(), QUANTILES);
+        assert_eq!(quantile_at(&q, 0.5), 500.0);
+        assert_eq!(quantile_at(&q, 0.99), 990.0);
+        assert_eq!(quantile_at(&q, 1.0), 1000.0);
+    }
+}

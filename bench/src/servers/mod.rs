@@ -1,0 +1,520 @@
+//! Server child processes: `weir-bench __server [FLAGS]`.
+//!
+//! ```text
+//! --kind echo|http                  what to serve (default echo; http needs weir or tokio)
+//! --rt weir|tokio|raw-epoll|busy-loop   who serves it (default weir)
+//! --flavor mt|ct                    weir/tokio: multi-thread or current-thread (default mt)
+//! --workers N                       weir/tokio mt: worker threads (default: allowed CPUs)
+//! --addr IP:PORT                    listen address (default 127.0.0.1:0)
+//! weir only:
+//!   --min-wait-us N | --min-wait-adaptive-us N   min_wait window (fixed or adaptive max)
+//!   --busy-poll-us N                executor busy poll before parking
+//!   --kernel-busy-poll U,B,P        EPIOCSPARAMS usecs, budget, prefer (0/1)
+//!   --sharded                       weir::net::ShardedListener instead of one TcpListener
+//!   --pin                           pin worker i to allowed CPU i (mt only)
+//! ```
+//!
+//! Protocol with the orchestrator: once the listener is bound the server prints
+//! `READY <port>` on stdout. A control thread then reads stdin lines: `stats` prints
+//! `STATS <flat JSON object of numbers>`, `quit` or end of input exits the process at once.
+//! Invalid command lines exit with status 2 and a message on stderr; runtime failures exit 1.
+
+mod busy_loop;
+mod http;
+mod raw_epoll;
+mod sys;
+mod tokio_srv;
+mod weir_srv;
+
+use std::io::{BufRead, Write};
+use std::net::SocketAddr;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// What the server speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// Echo every byte back.
+    Echo,
+    /// hyper HTTP/1 "Hello, World!".
+    Http,
+}
+
+/// Who serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Rt {
+    /// weir's runtime.
+    Weir,
+    /// tokio's runtime.
+    Tokio,
+    /// A hand-written edge-triggered epoll loop on one thread.
+    RawEpoll,
+    /// A single thread polling every socket with non-blocking syscalls, no epoll.
+    BusyLoop,
+}
+
+/// Runtime flavour of weir and tokio.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Flavor {
+    /// Multi-thread, `workers` worker threads.
+    Mt,
+    /// Current-thread: everything on the main thread.
+    Ct,
+}
+
+/// weir's min_wait setting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum MinWaitOpt {
+    /// `Builder::min_wait`.
+    Fixed(Duration),
+    /// `Builder::min_wait_adaptive`.
+    Adaptive(Duration),
+}
+
+/// weir-only options.
+#[derive(Clone, Copy, Debug, Default)]
+struct WeirOpts {
+    /// `--min-wait-us` / `--min-wait-adaptive-us`.
+    min_wait: Option<MinWaitOpt>,
+    /// `--busy-poll-us`.
+    busy_poll: Option<Duration>,
+    /// `--kernel-busy-poll U,B,P`: usecs, budget, prefer.
+    kernel_busy_poll: Option<(u32, u16, bool)>,
+    /// `--sharded`.
+    sharded: bool,
+    /// `--pin`.
+    pin: bool,
+}
+
+/// The parsed command line of `__server`.
+#[derive(Clone, Copy, Debug)]
+struct Config {
+    kind: Kind,
+    rt: Rt,
+    flavor: Flavor,
+    /// Worker threads for the multi-thread flavour.
+    workers: usize,
+    addr: SocketAddr,
+    weir: WeirOpts,
+}
+
+/// Child entry point; never returns.
+pub(crate) fn main(args: &[String]) -> ! {
+    let cfg = parse(args).unwrap_or_else(|msg| usage_error(&msg));
+    if let Err(e) = sys::raise_nofile_limit() {
+        eprintln!("weir-bench __server: cannot raise RLIMIT_NOFILE: {e}");
+    }
+    match cfg.rt {
+        Rt::Weir => weir_srv::run(&cfg),
+        Rt::Tokio => tokio_srv::run(&cfg),
+        Rt::RawEpoll => raw_epoll::run(&cfg),
+        Rt::BusyLoop => busy_loop::run(&cfg),
+    }
+}
+
+const USAGE: &str = "usage: weir-bench __server [--kind echo|http] \
+[--rt weir|tokio|raw-epoll|busy-loop] [--flavor mt|ct] [--workers N] [--addr IP:PORT] \
+[--min-wait-us N | --min-wait-adaptive-us N] [--busy-poll-us N] [--kernel-busy-poll U,B,P] \
+[--sharded] [--pin]";
+
+/// Prints `msg` and the usage line on stderr and exits with status 2.
+fn usage_error(msg: &str) -> ! {
+    eprintln!("weir-bench __server: {msg}\n{USAGE}");
+    std::process::exit(2)
+}
+
+/// Prints a runtime failure on stderr and exits with status 1.
+fn fatal(what: &str, err: impl std::fmt::Display) -> ! {
+    eprintln!("weir-bench __server: {what}: {err}");
+    std::process::exit(1)
+}
+
+/// Names the address in a bind error.
+fn bind_error(addr: SocketAddr, e: std::io::Error) -> std::io::Error {
+    std::io::Error::new(e.kind(), format!("bind {addr}: {e}"))
+}
+
+/// Parses a flag's value with `FromStr`.
+fn value<T: FromStr>(flag: &str, v: &str) -> Result<T, String> {
+    v.parse()
+        .map_err(|_| format!("invalid value for {flag}: {v:?}"))
+}
+
+/// Parses `U,B,P` of `--kernel-busy-poll`.
+fn parse_kbp(v: &str) -> Result<(u32, u16, bool), String> {
+    let bad = || {
+        format!(
+            "invalid value for --kernel-busy-poll: {v:?} (want USECS,BUDGET,PREFER with PREFER 0 or 1)"
+        )
+    };
+    let parts: Vec<&str> = v.split(',').collect();
+    let [u, b, p] = parts[..] else {
+        return Err(bad());
+    };
+    let usecs: u32 = u.parse().map_err(|_| bad())?;
+    let budget: u16 = b.parse().map_err(|_| bad())?;
+    let prefer = match p {
+        "0" => false,
+        "1" => true,
+        _ => return Err(bad()),
+    };
+    if usecs > i32::MAX as u32 {
+        return Err(format!(
+            "invalid value for --kernel-busy-poll: usecs {usecs} is above {}",
+            i32::MAX
+        ));
+    }
+    Ok((usecs, budget, prefer))
+}
+
+/// Parses and validates the flags after `__server`.
+fn parse(args: &[String]) -> Result<Config, String> {
+    let mut seen: Vec<&str> = Vec::new();
+    let mut kind = Kind::Echo;
+    let mut rt = Rt::Weir;
+    let mut flavor = None;
+    let mut workers = None;
+    let mut addr = SocketAddr::from(([127, 0, 0, 1], 0));
+    let mut weir = WeirOpts::default();
+    let mut weir_only: Vec<&str> = Vec::new();
+
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let flag = flag.as_str();
+        const FLAGS: [&str; 12] = [
+            "--kind",
+            "--rt",
+            "--flavor",
+            "--workers",
+            "--addr",
+            "--min-wait-us",
+            "--min-wait-adaptive-us",
+            "--busy-poll-us",
+            "--kernel-busy-poll",
+            "--sharded",
+            "--pin",
+            "--help",
+        ];
+        if !FLAGS.contains(&flag) {
+            return Err(format!("unknown argument {flag:?}"));
+        }
+        if flag == "--help" {
+            return Err("help requested".to_string());
+        }
+        if seen.contains(&flag) {
+            return Err(format!("{flag} given more than once"));
+        }
+        seen.push(flag);
+        // Switches take no value.
+        match flag {
+            "--sharded" => {
+                weir.sharded = true;
+                weir_only.push(flag);
+                continue;
+            }
+            "--pin" => {
+                weir.pin = true;
+                weir_only.push(flag);
+                continue;
+            }
+            _ => {}
+        }
+        let v = it
+            .next()
+            .ok_or_else(|| format!("{flag} needs a value"))?
+            .as_str();
+        match flag {
+            "--kind" => {
+                kind = match v {
+                    "echo" => Kind::Echo,
+                    "http" => Kind::Http,
+                    _ => return Err(format!("invalid value for --kind: {v:?} (echo|http)")),
+                }
+            }
+            "--rt" => {
+                rt = match v {
+                    "weir" => Rt::Weir,
+                    "tokio" => Rt::Tokio,
+                    "raw-epoll" => Rt::RawEpoll,
+                    "busy-loop" => Rt::BusyLoop,
+                    _ => {
+                        return Err(format!(
+                            "invalid value for --rt: {v:?} (weir|tokio|raw-epoll|busy-loop)"
+                        ));
+                    }
+                }
+            }
+            "--flavor" => {
+                flavor = Some(match v {
+                    "mt" => Flavor::Mt,
+                    "ct" => Flavor::Ct,
+                    _ => return Err(format!("invalid value for --flavor: {v:?} (mt|ct)")),
+                })
+            }
+            "--workers" => {
+                let n: usize = value(flag, v)?;
+                if n == 0 || n > weir::runtime::MAX_WORKERS {
+                    return Err(format!(
+                        "invalid value for --workers: {n} (1..={})",
+                        weir::runtime::MAX_WORKERS
+                    ));
+                }
+                workers = Some(n);
+            }
+            "--addr" => addr = value(flag, v)?,
+            "--min-wait-us" | "--min-wait-adaptive-us" => {
+                weir_only.push(flag);
+                if weir.min_wait.is_some() {
+                    return Err(
+                        "--min-wait-us and --min-wait-adaptive-us are mutually exclusive"
+                            .to_string(),
+                    );
+                }
+                let d = Duration::from_micros(value(flag, v)?);
+                if d > weir::runtime::MAX_MIN_WAIT {
+                    return Err(format!(
+                        "invalid value for {flag}: {v} (at most {} µs)",
+                        weir::runtime::MAX_MIN_WAIT.as_micros()
+                    ));
+                }
+                weir.min_wait = Some(if flag == "--min-wait-us" {
+                    MinWaitOpt::Fixed(d)
+                } else {
+                    MinWaitOpt::Adaptive(d)
+                });
+            }
+            "--busy-poll-us" => {
+                weir_only.push(flag);
+                let d = Duration::from_micros(value(flag, v)?);
+                if d > weir::runtime::MAX_BUSY_POLL {
+                    return Err(format!(
+                        "invalid value for {flag}: {v} (at most {} µs)",
+                        weir::runtime::MAX_BUSY_POLL.as_micros()
+                    ));
+                }
+                weir.busy_poll = Some(d);
+            }
+            "--kernel-busy-poll" => {
+                weir_only.push(flag);
+                weir.kernel_busy_poll = Some(parse_kbp(v)?);
+            }
+            _ => unreachable!("flag list and match disagree: {flag}"),
+        }
+    }
+
+    let rt_name = match rt {
+        Rt::Weir => "weir",
+        Rt::Tokio => "tokio",
+        Rt::RawEpoll => "raw-epoll",
+        Rt::BusyLoop => "busy-loop",
+    };
+    if rt != Rt::Weir
+        && let Some(flag) = weir_only.first()
+    {
+        return Err(format!("{flag} applies to --rt weir only, not {rt_name}"));
+    }
+    let runtime = matches!(rt, Rt::Weir | Rt::Tokio);
+    if !runtime {
+        if kind == Kind::Http {
+            return Err(format!(
+                "--kind http needs --rt weir or tokio, not {rt_name}"
+            ));
+        }
+        if flavor.is_some() {
+            return Err(format!("--flavor applies to weir and tokio, not {rt_name}"));
+        }
+        if workers.is_some() {
+            return Err(format!(
+                "--workers applies to weir and tokio, not {rt_name}"
+            ));
+        }
+    }
+    let flavor = flavor.unwrap_or(Flavor::Mt);
+    if flavor == Flavor::Ct {
+        if workers.is_some() {
+            return Err("--workers applies to --flavor mt only (ct has one thread)".to_string());
+        }
+        if weir.pin {
+            return Err("--pin applies to --flavor mt only".to_string());
+        }
+    }
+    let workers = match (flavor, workers) {
+        (_, Some(n)) => n,
+        (Flavor::Ct, None) => 1,
+        (Flavor::Mt, None) => default_workers(),
+    };
+    Ok(Config {
+        kind,
+        rt,
+        flavor,
+        workers,
+        addr,
+        weir,
+    })
+}
+
+/// The number of CPUs this process may run on (at least 1).
+fn default_workers() -> usize {
+    match weir::runtime::allowed_cpus() {
+        Ok(cpus) if !cpus.is_empty() => cpus.len(),
+        _ => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    }
+}
+
+/// Connections accepted since start (all runtimes).
+static ACCEPTED: AtomicU64 = AtomicU64::new(0);
+/// Connections open right now (all runtimes).
+static LIVE: AtomicU64 = AtomicU64::new(0);
+
+/// Counts a connection as accepted and live until dropped (multi-threaded servers).
+#[derive(Debug)]
+struct ConnGuard(());
+
+impl ConnGuard {
+    /// Counts one accepted connection.
+    fn open() -> ConnGuard {
+        ACCEPTED.fetch_add(1, Ordering::Relaxed);
+        LIVE.fetch_add(1, Ordering::Relaxed);
+        ConnGuard(())
+    }
+}
+
+impl Drop for ConnGuard {
+    fn drop(&mut self) {
+        LIVE.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Adds `n` to a counter that only the calling thread writes (plain load + store, no locked
+/// instruction: for the single-threaded raw servers' hot loops).
+#[inline]
+fn bump(counter: &AtomicU64, n: u64) {
+    counter.store(
+        counter.load(Ordering::Relaxed).wrapping_add(n),
+        Ordering::Relaxed,
+    );
+}
+
+/// The STATS object under construction.
+type Stats = serde_json::Map<String, serde_json::Value>;
+
+/// Adds a server's own keys to a STATS object (called on the control thread).
+type StatsFn = Box<dyn Fn(&mut Stats) + Send + 'static>;
+
+/// Adds `key: value` to a STATS object.
+fn put(stats: &mut Stats, key: &str, value: u64) {
+    stats.insert(key.to_string(), serde_json::Value::from(value));
+}
+
+/// Announces `READY <port>` on stdout and starts the control thread, which answers `stats`
+/// with the common counters plus whatever `extra` adds, and exits on `quit` or end of input.
+fn announce(port: u16, extra: StatsFn) {
+    {
+        let mut out = std::io::stdout().lock();
+        if writeln!(out, "READY {port}")
+            .and_then(|()| out.flush())
+            .is_err()
+        {
+            // Nobody is listening: nothing to serve for.
+            std::process::exit(1);
+        }
+    }
+    let spawned = std::thread::Builder::new()
+        .name("control".to_string())
+        .spawn(move || control(&extra));
+    if let Err(e) = spawned {
+        fatal("cannot start the control thread", e);
+    }
+}
+
+/// The control loop on stdin; exits the process.
+fn control(extra: &StatsFn) -> ! {
+    let stdin = std::io::stdin();
+    let mut line = String::new();
+    loop {
+        line.clear();
+        match stdin.lock().read_line(&mut line) {
+            Ok(0) | Err(_) => std::process::exit(0),
+            Ok(_) => {}
+        }
+        match line.trim() {
+            "stats" => {
+                let mut stats = Stats::new();
+                put(&mut stats, "accepted", ACCEPTED.load(Ordering::Relaxed));
+                put(&mut stats, "live", LIVE.load(Ordering::Relaxed));
+                extra(&mut stats);
+                let json = serde_json::Value::Object(stats).to_string();
+                let mut out = std::io::stdout().lock();
+                if writeln!(out, "STATS {json}")
+                    .and_then(|()| out.flush())
+                    .is_err()
+                {
+                    std::process::exit(0);
+                }
+            }
+            "quit" => std::process::exit(0),
+            "" => {}
+            other => eprintln!("weir-bench __server: unknown command {other:?} (stats|quit)"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn defaults() {
+        let c = parse(&[]).unwrap();
+        assert_eq!((c.kind, c.rt, c.flavor), (Kind::Echo, Rt::Weir, Flavor::Mt));
+        assert!(c.workers >= 1);
+        assert_eq!(c.addr, SocketAddr::from(([127, 0, 0, 1], 0)));
+    }
+
+    #[test]
+    fn weir_options() {
+        let c = parse(&args(
+            "--rt weir --kind http --workers 3 --min-wait-adaptive-us 200 --busy-poll-us 50 \
+             --kernel-busy-poll 50,8,1 --sharded --pin --addr 127.0.0.1:9000",
+        ))
+        .unwrap();
+        assert_eq!(c.workers, 3);
+        assert_eq!(
+            c.weir.min_wait,
+            Some(MinWaitOpt::Adaptive(Duration::from_micros(200)))
+        );
+        assert_eq!(c.weir.kernel_busy_poll, Some((50, 8, true)));
+        assert!(c.weir.sharded && c.weir.pin);
+        assert_eq!(c.addr.port(), 9000);
+    }
+
+    #[test]
+    fn rejects() {
+        for bad in [
+            "--bogus",
+            "--kind",
+            "--kind ftp",
+            "--rt tokio --min-wait-us 10",
+            "--rt tokio --sharded",
+            "--rt raw-epoll --kind http",
+            "--rt busy-loop --workers 2",
+            "--rt raw-epoll --flavor mt",
+            "--flavor ct --workers 2",
+            "--flavor ct --pin",
+            "--workers 0",
+            "--min-wait-us 10 --min-wait-adaptive-us 10",
+            "--min-wait-us 1000000",
+            "--kernel-busy-poll 1,2",
+            "--kernel-busy-poll 1,2,3",
+            "--addr nowhere",
+            "--rt weir --rt tokio",
+        ] {
+            assert!(parse(&args(bad)).is_err(), "accepted {bad:?}");
+        }
+    }
+}

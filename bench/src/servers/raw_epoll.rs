@@ -1,0 +1,241 @@
+//! `--rt raw-epoll`: a hand-written, single-threaded, edge-triggered epoll echo loop. No
+//! runtime, no tasks, no wakers: the physical limit of the epoll syscall path.
+//!
+//! The listener is registered `EPOLLIN | EPOLLET` and drained with `accept4` until `EAGAIN` on
+//! every edge; connections are registered `EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET` with their
+//! slab index as the epoll data. On readability a connection is read until drained, each chunk
+//! echoed at once: one `recv` + one `send` per message on the fast path (a `recv` shorter than
+//! the buffer means the socket is drained, as in mio/tokio, unless the peer hung up). A short
+//! `send` parks the rest in the connection and stops reading it until `EPOLLOUT` drains it.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::sys::{self, Accepted, Closed, EchoConn};
+use super::{ACCEPTED, Config, LIVE, StatsFn, bump};
+
+/// `epoll_wait` calls with timeout -1.
+static WAITS: AtomicU64 = AtomicU64::new(0);
+/// Events returned by `epoll_wait`.
+static EVENTS: AtomicU64 = AtomicU64::new(0);
+
+/// Epoll data of the listener (connections use their slab index).
+const LISTENER: u64 = u64::MAX;
+/// `maxevents` of every wait.
+const MAX_EVENTS: usize = 256;
+/// Read buffer size, as the runtimes' echo tasks.
+const BUF: usize = 16 * 1024;
+/// Wait timeout while accept is paused on fd exhaustion (ms).
+const EXHAUSTED_RETRY_MS: libc::c_int = 10;
+
+/// Interest of every connection.
+const CONN_INTEREST: u32 =
+    (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET) as u32;
+/// Flags that make a connection worth reading.
+const READ_FLAGS: u32 = (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR) as u32;
+/// Flags that mean the peer is gone or going: read to the end, not just to a short read.
+const HUP_FLAGS: u32 = (libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR) as u32;
+
+/// Binds, announces READY, runs the loop forever.
+pub(super) fn run(cfg: &Config) -> ! {
+    let (listener, port) = sys::listen(cfg.addr).unwrap_or_else(|e| super::fatal("bind", e));
+    let mut server = Server::new(listener).unwrap_or_else(|e| super::fatal("epoll", e));
+    let stats: StatsFn = Box::new(|s| {
+        super::put(s, "waits", WAITS.load(Ordering::Relaxed));
+        super::put(s, "events", EVENTS.load(Ordering::Relaxed));
+    });
+    super::announce(port, stats);
+    let Err(e) = server.serve();
+    super::fatal("epoll loop", e)
+}
+
+/// The loop's state.
+struct Server {
+    /// The epoll instance.
+    epoll: OwnedFd,
+    /// The listening socket.
+    listener: OwnedFd,
+    /// Connections by slab index (the epoll data).
+    conns: Vec<Option<EchoConn>>,
+    /// Free slab indices.
+    free: Vec<usize>,
+    /// Indices closed during the current batch: freed only after it, so a later event of the
+    /// batch for a closed connection cannot reach a new one in the same slot.
+    closed: Vec<usize>,
+    /// The shared read buffer.
+    buf: Box<[u8]>,
+    /// Accept stopped on fd exhaustion with connections still queued: retry after a timeout.
+    accept_paused: bool,
+}
+
+impl Server {
+    /// Creates the epoll instance and registers the listener.
+    fn new(listener: OwnedFd) -> io::Result<Server> {
+        // SAFETY: plain syscall with a constant flag; no pointers.
+        let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if ep < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: epoll_create1 returned a new fd that nobody else owns.
+        let epoll = unsafe { OwnedFd::from_raw_fd(ep) };
+        let server = Server {
+            epoll,
+            listener,
+            conns: Vec::new(),
+            free: Vec::new(),
+            closed: Vec::new(),
+            buf: vec![0u8; BUF].into_boxed_slice(),
+            accept_paused: false,
+        };
+        server.add(
+            server.listener.as_raw_fd(),
+            (libc::EPOLLIN | libc::EPOLLET) as u32,
+            LISTENER,
+        )?;
+        Ok(server)
+    }
+
+    /// `EPOLL_CTL_ADD` of `fd` with `events` and `data`.
+    fn add(&self, fd: RawFd, events: u32, data: u64) -> io::Result<()> {
+        let mut ev = libc::epoll_event { events, u64: data };
+        // SAFETY: `ev` is a live epoll_event for the call; the kernel copies it.
+        let rc = unsafe {
+            libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &raw mut ev)
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Waits and dispatches forever; returns only on an unexpected error.
+    fn serve(&mut self) -> io::Result<std::convert::Infallible> {
+        let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; MAX_EVENTS];
+        loop {
+            let timeout = if self.accept_paused {
+                EXHAUSTED_RETRY_MS
+            } else {
+                -1
+            };
+            // SAFETY: `events` holds MAX_EVENTS writable epoll_events for the call.
+            let n = unsafe {
+                libc::epoll_wait(
+                    self.epoll.as_raw_fd(),
+                    events.as_mut_ptr(),
+                    MAX_EVENTS as libc::c_int,
+                    timeout,
+                )
+            };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            let n = n as usize;
+            if timeout < 0 {
+                bump(&WAITS, 1);
+            }
+            bump(&EVENTS, n as u64);
+            if self.accept_paused {
+                self.accept_all()?;
+            }
+            for ev in &events[..n] {
+                // Copies out of the (packed) struct.
+                let (flags, data) = (ev.events, ev.u64);
+                if data == LISTENER {
+                    self.accept_all()?;
+                } else {
+                    self.ready(data as usize, flags);
+                }
+            }
+            self.free.append(&mut self.closed);
+        }
+    }
+
+    /// Accepts until the queue is empty (or fds run out) and registers every connection.
+    fn accept_all(&mut self) -> io::Result<()> {
+        self.accept_paused = false;
+        loop {
+            let fd = match sys::accept(self.listener.as_raw_fd()) {
+                Accepted::Conn(fd) => fd,
+                Accepted::Empty => return Ok(()),
+                Accepted::Retry => continue,
+                Accepted::Exhausted => {
+                    self.accept_paused = true;
+                    return Ok(());
+                }
+                Accepted::Failed(e) => return Err(e),
+            };
+            let raw = fd.as_raw_fd();
+            let idx = match self.free.pop() {
+                Some(i) => i,
+                None => {
+                    self.conns.push(None);
+                    self.conns.len() - 1
+                }
+            };
+            if self.add(raw, CONN_INTEREST, idx as u64).is_err() {
+                // e.g. ENOSPC (max_user_watches): drop this connection, keep serving.
+                self.free.push(idx);
+                continue;
+            }
+            self.conns[idx] = Some(EchoConn::new(fd));
+            bump(&ACCEPTED, 1);
+            bump(&LIVE, 1);
+        }
+    }
+
+    /// Handles an event for connection `idx`.
+    #[inline]
+    fn ready(&mut self, idx: usize, flags: u32) {
+        let Some(conn) = self.conns.get_mut(idx).and_then(Option::as_mut) else {
+            return; // closed earlier in this batch
+        };
+        if service(conn, &mut self.buf, flags).is_err() {
+            self.close(idx);
+        }
+    }
+
+    /// Closes connection `idx` (closing the fd removes it from the epoll set).
+    fn close(&mut self, idx: usize) {
+        if self.conns[idx].take().is_some() {
+            self.closed.push(idx);
+            LIVE.store(LIVE.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Flushes and reads/echoes one connection after an event with `flags`; `Err` when it must
+/// close.
+#[inline]
+fn service(conn: &mut EchoConn, buf: &mut [u8], flags: u32) -> Result<(), Closed> {
+    let mut read = flags & READ_FLAGS != 0;
+    if conn.has_pending() {
+        if !conn.flush()? {
+            return Ok(());
+        }
+        // Drained: read now, readability edges were ignored while blocked.
+        read = true;
+    }
+    if !read {
+        return Ok(());
+    }
+    let to_end = flags & HUP_FLAGS != 0;
+    loop {
+        match sys::recv(conn.fd.as_raw_fd(), buf) {
+            Ok(0) => return Err(Closed),
+            Ok(n) => {
+                conn.echo(&buf[..n])?;
+                if conn.has_pending() || (n < buf.len() && !to_end) {
+                    return Ok(());
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return Err(Closed),
+        }
+    }
+}
