@@ -52,6 +52,12 @@ fn builder_errors_name_the_bad_value() {
             "busy_poll = 2s",
         ),
         (
+            Builder::new_multi_thread()
+                .timer_spin(Duration::from_millis(2))
+                .clone(),
+            "timer_spin = 2ms",
+        ),
+        (
             Builder::new_multi_thread().event_interval(0).clone(),
             "event_interval = 0",
         ),
@@ -151,6 +157,31 @@ fn busy_poll_changes_spin_counters_not_results() {
     assert_eq!(plain, (0..200).sum::<u64>());
     assert_eq!(plain_spins, 0, "no spinning without busy_poll");
     assert!(busy_spins > 0, "busy_poll spins");
+}
+
+#[test]
+fn timer_spin_spins_only_when_enabled() {
+    let run = |spin: Duration| {
+        let rt = Builder::new_current_thread()
+            .timer_spin(spin)
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            for _ in 0..50 {
+                let start = std::time::Instant::now();
+                weir::time::sleep(Duration::from_micros(100)).await;
+                assert!(start.elapsed() >= Duration::from_micros(100), "never early");
+            }
+        });
+        rt.metrics().workers()[0].reactor.timer_spin_nanos
+    };
+    assert_eq!(run(Duration::ZERO), 0, "timer_spin(0) never spins");
+    // The OS never wakes a thread with zero latency, so the margin becomes positive after the
+    // first timer-bound wait and the later waits spin.
+    assert!(
+        run(Duration::from_micros(50)) > 0,
+        "the default margin spins"
+    );
 }
 
 #[test]

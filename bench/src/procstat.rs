@@ -11,9 +11,13 @@ use std::time::{Duration, Instant};
 /// One reading of a process's counters.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ProcSample {
-    /// utime + stime of the whole process (live and exited threads), nanoseconds
-    /// (from clock ticks in /proc/PID/stat).
+    /// CPU time of the live threads, nanoseconds: the sum of the first field of
+    /// /proc/PID/task/*/schedstat (time on CPU, ns resolution). Falls back to `stat_cpu_ns`
+    /// when schedstat is not available.
     pub(crate) cpu_ns: u64,
+    /// utime + stime of the whole process (live and exited threads) from /proc/PID/stat, in
+    /// nanoseconds but with clock-tick (10 ms) resolution.
+    pub(crate) stat_cpu_ns: u64,
     /// Voluntary context switches, summed over the live threads.
     pub(crate) vol_ctx: u64,
     /// Non-voluntary context switches, summed over the live threads.
@@ -28,6 +32,7 @@ pub(crate) struct ProcSample {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ProcDelta {
     pub(crate) cpu_ns: u64,
+    pub(crate) stat_cpu_ns: u64,
     pub(crate) ctx: u64,
     pub(crate) vol_ctx: u64,
     pub(crate) invol_ctx: u64,
@@ -53,10 +58,11 @@ impl ProcSample {
                 .ok_or_else(|| io::Error::other("malformed /proc/PID/stat"))
         };
         let cpu_ticks = ticks(14)? + ticks(15)?;
-        let cpu_ns = cpu_ticks * (1_000_000_000 / clock_ticks_per_sec());
+        let stat_cpu_ns = cpu_ticks * (1_000_000_000 / clock_ticks_per_sec());
 
         let mut vol_ctx = 0;
         let mut invol_ctx = 0;
+        let mut sched_ns = Some(0u64);
         for task in fs::read_dir(format!("/proc/{pid}/task"))? {
             let Ok(task) = task else { continue };
             // A thread may exit between listing and reading: skip it.
@@ -65,11 +71,20 @@ impl ProcSample {
             };
             vol_ctx += status_field(&status, "voluntary_ctxt_switches:").unwrap_or(0);
             invol_ctx += status_field(&status, "nonvoluntary_ctxt_switches:").unwrap_or(0);
+            let on_cpu = fs::read_to_string(task.path().join("schedstat"))
+                .ok()
+                .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok());
+            sched_ns = match (sched_ns, on_cpu) {
+                (Some(a), Some(b)) => Some(a + b),
+                _ => None,
+            };
         }
+        let cpu_ns = sched_ns.unwrap_or(stat_cpu_ns);
         let status = fs::read_to_string(format!("/proc/{pid}/status"))?;
         let rss_kib = status_field(&status, "VmRSS:").unwrap_or(0);
         Ok(ProcSample {
             cpu_ns,
+            stat_cpu_ns,
             vol_ctx,
             invol_ctx,
             rss_kib,
@@ -83,6 +98,7 @@ impl ProcSample {
         let invol_ctx = later.invol_ctx.saturating_sub(self.invol_ctx);
         ProcDelta {
             cpu_ns: later.cpu_ns.saturating_sub(self.cpu_ns),
+            stat_cpu_ns: later.stat_cpu_ns.saturating_sub(self.stat_cpu_ns),
             ctx: vol_ctx + invol_ctx,
             vol_ctx,
             invol_ctx,

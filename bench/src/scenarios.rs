@@ -34,7 +34,7 @@ const SCENARIOS: [&str; 7] = [
     "idle",
 ];
 
-const USAGE: &str = "usage: weir-bench [SCENARIO…] [--quick] [--out DIR] [--rounds N] [--rate REQ_PER_S] [--no-napi]
+const USAGE: &str = "usage: weir-bench [SCENARIO…] [--quick] [--out DIR] [--rounds N] [--rate REQ_PER_S] [--no-napi] [--contenders NAME,…]
 scenarios: echo pingpong medium-load http pipes timers idle (default: all)";
 
 /// Command-line options.
@@ -46,6 +46,8 @@ struct Opts {
     rounds: u32,
     rate: Option<f64>,
     napi: bool,
+    /// Run only these contenders (`--contenders a,b`; for investigations).
+    only: Option<Vec<String>>,
 }
 
 fn parse(args: &[String]) -> Result<Opts, String> {
@@ -56,6 +58,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
         rounds: 5,
         rate: None,
         napi: true,
+        only: None,
     };
     let mut rounds_set = false;
     let mut it = args.iter();
@@ -84,6 +87,14 @@ fn parse(args: &[String]) -> Result<Opts, String> {
                         .ok()
                         .filter(|&r: &f64| r >= 1.0 && r.is_finite())
                         .ok_or("--rate takes a number of requests per second ≥ 1")?,
+                )
+            }
+            "--contenders" => {
+                o.only = Some(
+                    value("--contenders")?
+                        .split(',')
+                        .map(str::to_string)
+                        .collect(),
                 )
             }
             "-h" | "--help" => return Err(String::new()),
@@ -277,6 +288,11 @@ fn run_rounds(
     for round in ctx.round_numbers() {
         for &case in cases {
             for cont in contenders {
+                if let Some(only) = &ctx.opts.only
+                    && !only.iter().any(|o| o == cont.name)
+                {
+                    continue;
+                }
                 let label = format!(
                     "{} {}{}{} round {round}{}",
                     sc.name,
@@ -441,6 +457,10 @@ fn add_costs(m: &mut BTreeMap<String, f64>, w: &Window, ops: f64, per: &str) {
         w.proc.cpu_ns as f64 / 1e3 / ops,
     );
     m.insert(format!("ctx_per_{per}"), w.proc.ctx as f64 / ops);
+    m.insert(
+        format!("stat_cpu_us_per_{per}"),
+        w.proc.stat_cpu_ns as f64 / 1e3 / ops,
+    );
     m.insert("vol_ctx".into(), w.proc.vol_ctx as f64);
     m.insert("invol_ctx".into(), w.proc.invol_ctx as f64);
     m.insert(

@@ -37,7 +37,9 @@ mod worker;
 use std::future::Future;
 use std::panic::Location;
 
-pub use builder::{Builder, MAX_BUSY_POLL, MAX_MIN_WAIT, MAX_WORKERS, MIN_STACK_SIZE};
+pub use builder::{
+    Builder, MAX_BUSY_POLL, MAX_MIN_WAIT, MAX_TIMER_SPIN, MAX_WORKERS, MIN_STACK_SIZE,
+};
 pub use context::EnterGuard;
 pub use metrics::{RuntimeMetrics, WorkerStats};
 pub use runtime::{Handle, Runtime, TryCurrentError};

@@ -37,7 +37,13 @@ pub struct Config {
     pub epoll_pwait2: bool,
     /// The index of the worker that owns this reactor (for tracing).
     pub index: usize,
+    /// Most a wait bounded by a timer may end early to spin until the deadline (`ZERO`: never
+    /// spin). See [`Driver::park`].
+    pub timer_spin: Duration,
 }
+
+/// Default of [`Config::timer_spin`].
+pub const DEFAULT_TIMER_SPIN: Duration = Duration::from_micros(50);
 
 impl Default for Config {
     fn default() -> Config {
@@ -47,6 +53,7 @@ impl Default for Config {
             max_events: 1024,
             epoll_pwait2: true,
             index: 0,
+            timer_spin: DEFAULT_TIMER_SPIN,
         }
     }
 }
@@ -88,6 +95,10 @@ pub struct Driver {
     max_events: usize,
     policy: Policy,
     wake: Vec<Waker>,
+    /// Upper bound of the timer spin margin ([`Config::timer_spin`]).
+    spin_max: Duration,
+    /// Moving average (weight 1/4) of how late timer-bound waits returned, in ns.
+    late_ns: u64,
 }
 
 fn token(generation: u32, index: usize) -> u64 {
@@ -142,6 +153,8 @@ impl Driver {
             max_events: cfg.max_events,
             policy: Policy::new(cfg.min_wait, cfg.max_events),
             wake: Vec::new(),
+            spin_max: cfg.timer_spin,
+            late_ns: 0,
         })
     }
 
@@ -167,6 +180,11 @@ impl Driver {
 
     /// Blocks until I/O is ready, a timer fires, `timeout` passes or [`Handle::unpark`] is
     /// called — with the min_wait window applied. Returns how many wakers were woken.
+    ///
+    /// A wait that the nearest timer bounds ends a little early and spins (non-blocking polls)
+    /// until the deadline, so that the OS's wake-up latency does not make the timer late. The
+    /// margin is four times the moving average of how late such waits return, at most
+    /// [`Config::timer_spin`]; I/O or an unpark ends the spin at once.
     ///
     /// Returns at once (without a syscall) if an unpark is pending.
     ///
@@ -201,6 +219,7 @@ impl Driver {
         let blocking = woken == 0 && timeout != Some(Duration::ZERO);
         // Set when the nearest timer, not the caller, bounds this wait: expire after it.
         let mut timer_bound = false;
+        let mut deadline = now;
         let timeout = if !blocking {
             Some(Duration::ZERO)
         } else {
@@ -208,6 +227,7 @@ impl Driver {
                 Some(t) => {
                     let until = t.saturating_duration_since(now);
                     timer_bound = timeout.is_none_or(|d| until <= d);
+                    deadline = t;
                     Some(timeout.map_or(until, |d| d.min(until)))
                 }
                 None => timeout,
@@ -216,16 +236,37 @@ impl Driver {
         self.events.clear();
         let registry = &self.handle.inner.registry;
         if blocking && timeout != Some(Duration::ZERO) {
-            let window = self.policy.window();
-            let report = min_wait::wait(
-                &mut self.selector,
-                registry,
-                &mut self.events,
-                self.max_events,
-                timeout,
-                window,
-            )?;
-            self.record_wait(&report);
+            // End a timer-bound wait `margin` early and spin the rest (see `park`).
+            let margin = if timer_bound {
+                self.spin_margin()
+            } else {
+                Duration::ZERO
+            };
+            let wait_for = timeout.map(|d| d.saturating_sub(margin));
+            if wait_for == Some(Duration::ZERO) {
+                self.spin_until(deadline)?;
+            } else {
+                let window = self.policy.window();
+                let report = min_wait::wait(
+                    &mut self.selector,
+                    registry,
+                    &mut self.events,
+                    self.max_events,
+                    wait_for,
+                    window,
+                )?;
+                self.record_wait(&report);
+                if timer_bound && self.events.is_empty() {
+                    // The wait timed out: learn how late the OS woke us, then spin.
+                    let target = now + wait_for.unwrap_or_default();
+                    let late = Instant::now().saturating_duration_since(target);
+                    let late = u64::try_from(late.as_nanos()).unwrap_or(u64::MAX);
+                    self.late_ns = self.late_ns - self.late_ns / 4 + late / 4;
+                    if !margin.is_zero() {
+                        self.spin_until(deadline)?;
+                    }
+                }
+            }
         } else {
             self.selector
                 .select(registry, &mut self.events, self.max_events, timeout)?;
@@ -236,6 +277,39 @@ impl Driver {
             woken += self.expire_timers().0;
         }
         Ok(woken)
+    }
+
+    /// How early a timer-bound wait ends: four times the average lateness (the tail of the
+    /// OS's wake-up latency is several times its mean), at most `spin_max`.
+    fn spin_margin(&self) -> Duration {
+        Duration::from_nanos(self.late_ns.saturating_mul(4)).min(self.spin_max)
+    }
+
+    /// Polls without blocking until `deadline`, an I/O event or an unpark.
+    fn spin_until(&mut self, deadline: Instant) -> io::Result<()> {
+        let inner = &*self.handle.inner;
+        let start = Instant::now();
+        let mut now = start;
+        while now < deadline {
+            self.selector.select(
+                &inner.registry,
+                &mut self.events,
+                self.max_events,
+                Some(Duration::ZERO),
+            )?;
+            inner.metrics.polls.add_owner(1);
+            if !self.events.is_empty() {
+                break;
+            }
+            std::hint::spin_loop();
+            now = Instant::now();
+        }
+        let spent = now.saturating_duration_since(start);
+        inner
+            .metrics
+            .timer_spin_ns
+            .add_owner(u64::try_from(spent.as_nanos()).unwrap_or(u64::MAX));
+        Ok(())
     }
 
     fn record_wait(&mut self, report: &WaitReport) {

@@ -40,7 +40,7 @@ pub mod thread;
 pub mod time;
 
 pub use busy_poll::KernelBusyPoll;
-pub use driver::{Config, Driver, EnterGuard, Handle, MAX_EVENTS_LIMIT};
+pub use driver::{Config, DEFAULT_TIMER_SPIN, Driver, EnterGuard, Handle, MAX_EVENTS_LIMIT};
 pub use io::{AsyncFd, AsyncFdReadyGuard, ReadyEvent, Registration};
 pub use metrics::ReactorStats;
 pub use min_wait::MinWait;

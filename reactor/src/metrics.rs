@@ -46,6 +46,7 @@ pub(crate) struct ReactorMetrics {
     pub(crate) window_ns: Counter,
     pub(crate) window_events: Counter,
     pub(crate) timers_fired: Counter,
+    pub(crate) timer_spin_ns: Counter,
     pub(crate) wakes_received: Counter,
     /// Any thread: eventfd writes made to wake this reactor's owner.
     pub(crate) wakes_sent: Counter,
@@ -76,6 +77,8 @@ pub struct ReactorStats {
     pub window_events: u64,
     /// Timers that fired.
     pub timers_fired: u64,
+    /// Time spent spinning just before timer deadlines (the timer spin margin), nanoseconds.
+    pub timer_spin_nanos: u64,
     /// Wake-up events received on the eventfd / mio waker.
     pub wakes_received: u64,
     /// eventfd writes made to wake this reactor's parked owner.
@@ -104,6 +107,7 @@ impl ReactorMetrics {
             window_nanos: self.window_ns.get(),
             window_events: self.window_events.get(),
             timers_fired: self.timers_fired.get(),
+            timer_spin_nanos: self.timer_spin_ns.get(),
             wakes_received: self.wakes_received.get(),
             wakes_sent: self.wakes_sent.get(),
             unparks_running: self.unparks_running.get(),
