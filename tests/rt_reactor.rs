@@ -180,3 +180,50 @@ fn weir_timer_slack() -> u64 {
     let v = unsafe { libc::prctl(libc::PR_GET_TIMERSLACK, 0, 0, 0, 0) };
     v as u64
 }
+
+/// I/O stealing: while the worker whose epoll holds a registration is blocked, an idle worker
+/// collects the event and runs the task (it steals when it goes idle, so worker 1 is kept
+/// waking up by a timer).
+#[test]
+fn idle_worker_runs_events_of_a_blocked_worker() {
+    use std::sync::mpsc::channel;
+    let rt = Builder::new_multi_thread().workers(2).build().unwrap();
+    let h = rt.handle().clone();
+    let (r, w) = pipe();
+    let reactor0 = h.worker_reactor(0).unwrap();
+    let (ready_tx, ready_rx) = channel::<()>();
+    let (done_tx, done_rx) = channel::<usize>();
+    let reader = rt.spawn(async move {
+        let afd = AsyncFd::with_handle(r, weir::io::Interest::READABLE, &reactor0).unwrap();
+        ready_tx.send(()).unwrap();
+        let _ready = afd.readable().await.unwrap();
+        done_tx
+            .send(weir::runtime::worker_index().unwrap())
+            .unwrap();
+    });
+    ready_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let ticker = h.spawn_on(1, async {
+        loop {
+            weir::time::sleep(Duration::from_millis(1)).await;
+        }
+    });
+    let (blocking_tx, blocking_rx) = channel::<()>();
+    let blocker = h.spawn_on(0, async move {
+        blocking_tx.send(()).unwrap();
+        // Blocks worker 0's thread until the reader has run elsewhere (or 10 s pass).
+        done_rx.recv_timeout(Duration::from_secs(10))
+    });
+    blocking_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    write_fd(&w, b"x").unwrap();
+    let ran_on = rt.block_on(blocker).unwrap();
+    assert_eq!(
+        ran_on,
+        Ok(1),
+        "the reader ran on worker 1 while worker 0 was blocked"
+    );
+    rt.block_on(reader).unwrap();
+    ticker.abort();
+    let stats = rt.metrics().workers();
+    assert!(stats[1].io_steals >= 1, "counted as an I/O steal");
+    assert!(stats[0].reactor.events_stolen >= 1, "counted on the victim");
+}

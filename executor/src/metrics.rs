@@ -19,6 +19,7 @@ pub(crate) struct WorkerMetrics {
     pub(crate) parks: Counter,
     pub(crate) overflows: Counter,
     pub(crate) lifo_polls: Counter,
+    pub(crate) io_steals: Counter,
 }
 
 /// A handle to a runtime's metrics; every call reads the live counters.
@@ -47,6 +48,9 @@ pub struct WorkerStats {
     pub overflows: u64,
     /// Polls taken from the LIFO slot.
     pub lifo_polls: u64,
+    /// Times this worker, idle, collected I/O events from a busy peer's reactor and ran their
+    /// tasks (I/O stealing).
+    pub io_steals: u64,
     /// Tasks in the local queue right now.
     pub local_queue_depth: u64,
     /// The worker's reactor: waits, events per wait, min_wait windows, timers, wake-ups.
@@ -75,6 +79,7 @@ impl RuntimeMetrics {
             parks: m.parks.get(),
             overflows: m.overflows.get(),
             lifo_polls: m.lifo_polls.get(),
+            io_steals: m.io_steals.get(),
             local_queue_depth: r.steal.len() as u64,
             reactor: r.reactor.stats(),
         }

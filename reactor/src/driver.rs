@@ -101,6 +101,12 @@ pub struct Driver {
     late_ns: u64,
 }
 
+thread_local! {
+    /// Reused buffers of [`Handle::steal_events`] (events, wakers), per stealing thread.
+    static STEAL_BUF: std::cell::Cell<(Vec<Event>, Vec<Waker>)> =
+        const { std::cell::Cell::new((Vec::new(), Vec::new())) };
+}
+
 fn token(generation: u32, index: usize) -> u64 {
     (u64::from(generation) << 32) | index as u64
 }
@@ -486,6 +492,71 @@ impl Handle {
     /// `true` if the owner is blocked in its driver right now (racy; for tests and metrics).
     pub fn is_parked(&self) -> bool {
         self.inner.park.is_parked()
+    }
+
+    /// I/O stealing: when this reactor's owner is not blocked in it (it is running tasks, or
+    /// the OS has descheduled it) and has not turned it for at least `min_stall`, collects up
+    /// to 64 ready events without blocking and wakes their tasks **on the calling thread**. An
+    /// idle worker calls this on its peers' reactors before it parks (`min_stall` zero), and a
+    /// busy one during its periodic maintenance (a stall of a few hundred µs: the peer was
+    /// descheduled or is stuck in a long poll), so a connection whose worker cannot run is not
+    /// left waiting. Returns how many wakers were woken (0 when the owner is parked: it will
+    /// see the events itself).
+    ///
+    /// A wake-up meant for the owner that this collects is passed on (the eventfd is written
+    /// again). Never blocks; the mio backend never steals.
+    ///
+    /// # Errors
+    /// Unexpected OS errors of `epoll_wait`.
+    pub fn steal_events(&self, min_stall: Duration) -> io::Result<usize> {
+        let inner = &*self.inner;
+        if inner.park.is_parked() || inner.shutdown.load(Ordering::Acquire) {
+            return Ok(0);
+        }
+        if !min_stall.is_zero() {
+            let last = inner.clock_ns.load(Ordering::Relaxed);
+            let now = queue::to_ns(Instant::now());
+            if now.saturating_sub(last) < u64::try_from(min_stall.as_nanos()).unwrap_or(u64::MAX) {
+                return Ok(0);
+            }
+        }
+        STEAL_BUF.with(|cell| {
+            let (mut events, mut wake) = cell.take();
+            events.clear();
+            let res = inner.registry.poll_now(&mut events, 64);
+            let mut io_events = 0u64;
+            let mut saw_wake = false;
+            if !events.is_empty() {
+                let set = inner.io.lock();
+                for ev in &events {
+                    if ev.token == WAKE_TOKEN {
+                        saw_wake = true;
+                        continue;
+                    }
+                    io_events += 1;
+                    let (generation, index) = split(ev.token);
+                    if let Some(io) = set.slab.get(index)
+                        && io.generation() == generation
+                    {
+                        io.set_readiness(ev.ready, &mut wake);
+                    }
+                }
+            }
+            if saw_wake {
+                // The owner may have parked since the check above: hand its wake-up back.
+                let _ = inner.registry.wake();
+            }
+            inner.metrics.events_stolen.add_shared(io_events);
+            let n = wake.len();
+            wake.drain(..).for_each(Waker::wake);
+            cell.set((events, wake));
+            res.map(|_| n)
+        })
+    }
+
+    /// How many fds are registered with this reactor right now.
+    pub fn registrations(&self) -> usize {
+        self.inner.io.lock().slab.len()
     }
 
     /// A snapshot of this reactor's counters.

@@ -52,6 +52,8 @@ pub(crate) struct ReactorMetrics {
     pub(crate) wakes_sent: Counter,
     /// Any thread: unpark requests that found the owner running (no syscall).
     pub(crate) unparks_running: Counter,
+    /// Any thread: I/O events of this reactor collected by another worker (I/O stealing).
+    pub(crate) events_stolen: Counter,
 }
 
 /// A snapshot of one reactor's counters.
@@ -85,6 +87,9 @@ pub struct ReactorStats {
     pub wakes_sent: u64,
     /// Wake requests that found the owner running and cost no syscall.
     pub unparks_running: u64,
+    /// I/O events of this reactor that an idle worker collected and ran while this reactor's
+    /// owner was busy (I/O stealing); not included in `events`.
+    pub events_stolen: u64,
     /// Registered fds right now.
     pub registrations: u64,
     /// Armed timers right now.
@@ -111,6 +116,7 @@ impl ReactorMetrics {
             wakes_received: self.wakes_received.get(),
             wakes_sent: self.wakes_sent.get(),
             unparks_running: self.unparks_running.get(),
+            events_stolen: self.events_stolen.get(),
             registrations,
             timers_armed,
         }

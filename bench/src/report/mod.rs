@@ -24,7 +24,7 @@ pub(crate) fn write(results: &RunResults, dir: &Path) -> io::Result<()> {
     fs::create_dir_all(dir)?;
 
     let mut json = BufWriter::new(fs::File::create(dir.join("results.json"))?);
-    serde_json::to_writer_pretty(&mut json, results)?;
+    serde_json::to_writer(&mut json, results)?;
     json.write_all(b"\n")?;
     json.flush()?;
 

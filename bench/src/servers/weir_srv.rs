@@ -155,7 +155,7 @@ where
 
 /// Adds the runtime's counters, summed over workers, to a STATS object.
 fn runtime_stats(metrics: &RuntimeMetrics, stats: &mut Stats) {
-    let mut sum = [0u64; 13];
+    let mut sum = [0u64; 15];
     for w in metrics.workers() {
         let r = &w.reactor;
         let values = [
@@ -172,6 +172,8 @@ fn runtime_stats(metrics: &RuntimeMetrics, stats: &mut Stats) {
             w.parks,
             w.spins_found,
             w.spins_gave_up,
+            w.io_steals,
+            r.events_stolen,
         ];
         for (s, v) in sum.iter_mut().zip(values) {
             *s += v;
@@ -191,6 +193,8 @@ fn runtime_stats(metrics: &RuntimeMetrics, stats: &mut Stats) {
         "parks",
         "spins_found",
         "spins_gave_up",
+        "io_steals",
+        "events_stolen",
     ];
     for (k, v) in keys.into_iter().zip(sum) {
         super::put(stats, k, v);

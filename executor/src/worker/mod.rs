@@ -44,6 +44,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::ThreadId;
+use std::time::Duration;
 
 use weir_reactor::Driver;
 use weir_reactor::coop;
@@ -60,6 +61,12 @@ use crate::task::{self, Header, Id, JoinHandle, OwnedTasks, Schedule, Task};
 
 /// Polls of the LIFO slot in a row before it yields to the queue.
 pub(crate) const MAX_LIFO_POLLS: u32 = 3;
+
+/// A peer whose reactor has not been turned for this long while its owner is not parked is
+/// considered stalled (descheduled, or stuck in a long poll): a busy worker's maintenance
+/// collects its ready events. A busy worker turns its reactor at least every `event_interval`
+/// polls, well within this.
+pub(crate) const STALL: Duration = Duration::from_micros(500);
 
 /// Runtime-wide state.
 pub(crate) struct Shared {
@@ -505,9 +512,15 @@ impl Worker<'_> {
         self.shared.inject.pop_batch_into(n, &mut q.local)
     }
 
-    /// Polls the reactor without blocking (fairness with busy tasks).
+    /// Polls the reactor without blocking (fairness with busy tasks), and collects the events
+    /// of a peer that has not turned its reactor for [`STALL`] (see [`Worker::steal_io`]).
     fn maintenance(&mut self) {
         self.dispatch(|d| d.poll());
+        if self.shared.remotes.len() > 1 {
+            let start = self.next_rand() as usize;
+            // Whatever it wakes is queued here; the caller goes on with the queue.
+            self.steal_io(start, STALL);
+        }
     }
 
     /// Runs a driver operation with dispatch semantics: woken tasks go to the back of the local
@@ -564,8 +577,47 @@ impl Worker<'_> {
                 return Some(t);
             }
         }
-        let n = (self.shared.inject.len() / self.shared.remotes.len()).min(queue::CAPACITY / 2);
-        self.shared.inject.pop_batch_into(n, &mut q.local)
+        let batch = (self.shared.inject.len() / n).min(queue::CAPACITY / 2);
+        if let Some(t) = self.shared.inject.pop_batch_into(batch, &mut q.local) {
+            return Some(t);
+        }
+        drop(q);
+        if self.steal_io(start, Duration::ZERO) == 0 {
+            return None;
+        }
+        let mut q = self.cx.queues.borrow_mut();
+        q.local.pop().or_else(|| q.pinned.pop_front())
+    }
+
+    /// I/O stealing: collects the ready events of peers' reactors whose owners are not parked
+    /// and have not turned their reactor for `min_stall` (see
+    /// `weir_reactor::Handle::steal_events`), and queues their tasks here. Returns how many
+    /// were woken. The tasks' sockets stay registered where they are; only this wake-up moves.
+    fn steal_io(&mut self, start: usize, min_stall: Duration) -> usize {
+        let n = self.shared.remotes.len();
+        let mut total = 0;
+        for i in 0..n {
+            let w = (start + i) % n;
+            if w == self.cx.index {
+                continue;
+            }
+            self.cx.in_dispatch.set(true);
+            let woken = self.shared.remotes[w].reactor.steal_events(min_stall);
+            self.cx.in_dispatch.set(false);
+            self.notify_after_dispatch();
+            match woken {
+                Ok(0) => {}
+                Ok(k) => {
+                    self.remote.metrics.io_steals.add_owner(1);
+                    tracing::trace!(target: "weir::worker", worker = self.cx.index, from = w, woken = k, "stole I/O events");
+                    total += k;
+                }
+                Err(e) => {
+                    tracing::error!(target: "weir::reactor", worker = self.cx.index, from = w, error = %e, "stealing I/O events failed");
+                }
+            }
+        }
+        total
     }
 
     fn next_rand(&mut self) -> u32 {

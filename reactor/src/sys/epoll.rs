@@ -124,6 +124,32 @@ impl Registry {
         self.ctl(libc::EPOLL_CTL_DEL, fd, 0, 0)
     }
 
+    /// A non-blocking `epoll_wait` on this instance from any thread (I/O stealing by an idle
+    /// worker): appends up to `max` (at most 64) events to `out`. Edge-triggered events go to
+    /// exactly one waiter, so whatever this returns the owner will not see.
+    pub(crate) fn poll_now(&self, out: &mut Vec<Event>, max: usize) -> io::Result<usize> {
+        const ROOM: usize = 64;
+        let mut buf = [libc::epoll_event { events: 0, u64: 0 }; ROOM];
+        let room = max.min(ROOM) as libc::c_int;
+        // SAFETY: `buf` has `ROOM >= room` elements the kernel may write; `self.epfd` is a live
+        // epoll fd owned by `self`; a zero timeout never blocks.
+        let n = unsafe { libc::epoll_wait(self.epfd.as_raw_fd(), buf.as_mut_ptr(), room, 0) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::Interrupted {
+                Ok(0)
+            } else {
+                Err(e)
+            };
+        }
+        let n = n as usize;
+        out.extend(buf[..n].iter().map(|ev| Event {
+            token: ev.u64,
+            ready: epoll_to_ready(ev.events),
+        }));
+        Ok(n)
+    }
+
     /// Adds one to the eventfd counter, which makes a blocked epoll wait report [`WAKE_TOKEN`].
     ///
     /// Edge-triggered: every write is a new edge, so the counter is never read back on the hot

@@ -130,6 +130,19 @@ impl Registry {
         }
     }
 
+    /// Non-blocking poll from a thread other than the selector's owner (I/O stealing):
+    /// appends up to `max` events. The mio backend cannot share its poller and returns none.
+    pub(crate) fn poll_now(&self, out: &mut Vec<Event>, max: usize) -> io::Result<usize> {
+        match self {
+            #[cfg(target_os = "linux")]
+            Registry::Epoll(r) => r.poll_now(out, max),
+            Registry::Mio(_) => {
+                let _ = (out, max);
+                Ok(0)
+            }
+        }
+    }
+
     /// The raw epoll fd, for backend-specific controls (kernel busy poll). `None` on mio.
     pub(crate) fn epoll_fd(&self) -> Option<RawFd> {
         match self {
