@@ -68,6 +68,12 @@ pub(crate) const MAX_LIFO_POLLS: u32 = 3;
 /// polls, well within this.
 pub(crate) const STALL: Duration = Duration::from_micros(500);
 
+/// The same for a worker that ran out of work: it takes a peer's ready events only if the
+/// peer has not turned its reactor for this long. Stealing from a peer that is merely busy
+/// would make the idle worker co-poll the peer's epoll in a loop instead of parking, taking
+/// CPU from whatever else runs on the machine for little gain.
+pub(crate) const IDLE_STALL: Duration = Duration::from_micros(100);
+
 /// Runtime-wide state.
 pub(crate) struct Shared {
     pub(crate) remotes: Box<[Remote]>,
@@ -582,7 +588,7 @@ impl Worker<'_> {
             return Some(t);
         }
         drop(q);
-        if self.steal_io(start, Duration::ZERO) == 0 {
+        if self.steal_io(start, IDLE_STALL) == 0 {
             return None;
         }
         let mut q = self.cx.queues.borrow_mut();
