@@ -310,17 +310,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reads_own_process() {
-        let a = ProcSample::read(std::process::id()).unwrap();
-        let mut x = 0u64;
-        for i in 0..5_000_000u64 {
-            x = x.wrapping_mul(31).wrapping_add(i);
-        }
-        std::hint::black_box(x);
-        let b = ProcSample::read(std::process::id()).unwrap();
+    fn reads_a_child_process() {
+        // A single-threaded child: its counters only grow (the sums over this test process's
+        // threads would not, as other tests' threads come and go).
+        let mut child = Command::new("sh")
+            .args([
+                "-c",
+                "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; sleep 5",
+            ])
+            .spawn()
+            .unwrap();
+        let a = ProcSample::read(child.id()).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let b = ProcSample::read(child.id()).unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
         assert!(b.rss_kib > 0);
         assert!(b.cpu_ns >= a.cpu_ns);
+        assert!(b.stat_cpu_ns >= a.stat_cpu_ns);
         assert!(b.vol_ctx + b.invol_ctx >= a.vol_ctx + a.invol_ctx);
+        assert!(ProcSample::read(u32::MAX).is_err(), "no such process");
     }
 
     #[test]
