@@ -597,7 +597,12 @@ fn result(cfg: &Config, s0: &Snapshot, s1: &Snapshot) -> Output {
     if matches!(cfg.rt, Rt::Weir | Rt::RawEpoll) {
         let ev = (s1.reactor.0 - s0.reactor.0) as f64;
         let waits = (s1.reactor.1 - s0.reactor.1) as f64;
-        c.set("events_per_wait", ratio(ev, waits));
+        // A reader that (almost) never blocked has no meaningful events per wait: leave it
+        // out rather than report 0 or a million.
+        if waits >= 10.0 {
+            c.set("events_per_wait", ratio(ev, waits));
+        }
+        c.set("blocking_waits", waits);
         if cfg.rt == Rt::Weir {
             let polls = (s1.reactor.2 - s0.reactor.2) as f64;
             c.set("events_per_poll", ratio(ev, waits + polls));
