@@ -19,6 +19,7 @@ mod timers;
 use std::collections::BTreeMap;
 use std::io::Write;
 
+use args::Flavor;
 use serde::Serialize;
 
 /// `weir-bench __pipes …`; never returns.
@@ -131,6 +132,31 @@ impl XorShift {
     fn below(&mut self, n: u64) -> u64 {
         ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
     }
+}
+
+/// The weir runtime of a flavour: 2 workers (`mt`) or current-thread.
+pub(super) fn build_weir(flavor: Flavor) -> Result<weir::runtime::Runtime, String> {
+    match flavor {
+        Flavor::Mt => weir::runtime::Builder::new_multi_thread()
+            .workers(2)
+            .build(),
+        Flavor::Ct => weir::runtime::Builder::new_current_thread().build(),
+    }
+    .map_err(|e| format!("cannot build the weir runtime: {e}"))
+}
+
+/// The tokio runtime of a flavour, built like [`build_weir`]'s.
+pub(super) fn build_tokio(flavor: Flavor) -> Result<tokio::runtime::Runtime, String> {
+    match flavor {
+        Flavor::Mt => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build(),
+        Flavor::Ct => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+    }
+    .map_err(|e| format!("cannot build the tokio runtime: {e}"))
 }
 
 #[cfg(test)]

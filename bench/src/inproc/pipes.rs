@@ -159,7 +159,7 @@ pub(super) fn run(argv: &[String]) -> Result<Infallible, String> {
     std::mem::forget(writes);
 
     let weir_rt = match cfg.rt {
-        Rt::Weir => Some(build_weir(cfg.flavor)?),
+        Rt::Weir => Some(super::build_weir(cfg.flavor)?),
         _ => None,
     };
     let weir_metrics = weir_rt.as_ref().map(weir::runtime::Runtime::metrics);
@@ -177,7 +177,7 @@ pub(super) fn run(argv: &[String]) -> Result<Infallible, String> {
             std::future::pending::<()>().await
         }),
         (Rt::Tokio, _) => {
-            let rt = build_tokio(cfg.flavor)?;
+            let rt = super::build_tokio(cfg.flavor)?;
             rt.block_on(async move {
                 for fd in reads {
                     tokio::spawn(tokio_reader(fd));
@@ -190,29 +190,6 @@ pub(super) fn run(argv: &[String]) -> Result<Infallible, String> {
         (Rt::Weir, None) => return Err("the weir runtime was not built".into()),
     }
     Err("the reader stopped".into())
-}
-
-fn build_weir(flavor: Flavor) -> Result<weir::runtime::Runtime, String> {
-    match flavor {
-        Flavor::Mt => weir::runtime::Builder::new_multi_thread()
-            .workers(2)
-            .build(),
-        Flavor::Ct => weir::runtime::Builder::new_current_thread().build(),
-    }
-    .map_err(|e| format!("cannot build the weir runtime: {e}"))
-}
-
-fn build_tokio(flavor: Flavor) -> Result<tokio::runtime::Runtime, String> {
-    match flavor {
-        Flavor::Mt => tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build(),
-        Flavor::Ct => tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build(),
-    }
-    .map_err(|e| format!("cannot build the tokio runtime: {e}"))
 }
 
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit; fails if that is below `needed`.

@@ -92,28 +92,13 @@ fn plan(quick: bool, scale: f64) -> Plan {
 }
 
 fn run_weir(flavor: Flavor, plan: Plan) -> Result<Output, String> {
-    let rt = match flavor {
-        Flavor::Mt => weir::runtime::Builder::new_multi_thread()
-            .workers(2)
-            .build(),
-        Flavor::Ct => weir::runtime::Builder::new_current_thread().build(),
-    }
-    .map_err(|e| format!("cannot build the weir runtime: {e}"))?;
+    let rt = super::build_weir(flavor)?;
     rt.block_on(async move { weir::spawn(all_cases(weir::time::sleep, plan)).await })
         .map_err(|e| format!("the weir timer task failed: {e}"))
 }
 
 fn run_tokio(flavor: Flavor, plan: Plan) -> Result<Output, String> {
-    let rt = match flavor {
-        Flavor::Mt => tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build(),
-        Flavor::Ct => tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build(),
-    }
-    .map_err(|e| format!("cannot build the tokio runtime: {e}"))?;
+    let rt = super::build_tokio(flavor)?;
     rt.block_on(async move { tokio::spawn(all_cases(tokio::time::sleep, plan)).await })
         .map_err(|e| format!("the tokio timer task failed: {e}"))
 }

@@ -83,6 +83,19 @@ pub(super) enum Io {
     WouldBlock,
 }
 
+/// What a `send`/`recv` return value means: `None` for EINTR (call again).
+fn io_result(n: isize) -> Option<io::Result<Io>> {
+    if n >= 0 {
+        return Some(Ok(Io::Done(n as usize)));
+    }
+    let err = io::Error::last_os_error();
+    match err.kind() {
+        io::ErrorKind::Interrupted => None,
+        io::ErrorKind::WouldBlock => Some(Ok(Io::WouldBlock)),
+        _ => Some(Err(err)),
+    }
+}
+
 /// One nonblocking `send` (never raises SIGPIPE); retries on EINTR.
 pub(super) fn send(fd: RawFd, buf: &[u8]) -> io::Result<Io> {
     loop {
@@ -95,14 +108,8 @@ pub(super) fn send(fd: RawFd, buf: &[u8]) -> io::Result<Io> {
                 libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
             )
         };
-        if n >= 0 {
-            return Ok(Io::Done(n as usize));
-        }
-        let err = io::Error::last_os_error();
-        match err.kind() {
-            io::ErrorKind::Interrupted => continue,
-            io::ErrorKind::WouldBlock => return Ok(Io::WouldBlock),
-            _ => return Err(err),
+        if let Some(r) = io_result(n) {
+            return r;
         }
     }
 }
@@ -112,14 +119,8 @@ pub(super) fn recv(fd: RawFd, buf: &mut [u8]) -> io::Result<Io> {
     loop {
         // SAFETY: `buf` is valid for writes of `buf.len()` bytes for the duration of the call.
         let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
-        if n >= 0 {
-            return Ok(Io::Done(n as usize));
-        }
-        let err = io::Error::last_os_error();
-        match err.kind() {
-            io::ErrorKind::Interrupted => continue,
-            io::ErrorKind::WouldBlock => return Ok(Io::WouldBlock),
-            _ => return Err(err),
+        if let Some(r) = io_result(n) {
+            return r;
         }
     }
 }
