@@ -13,7 +13,7 @@
 //! `serve-with-hyper` example): each accepted `weir::net::TcpStream` is served by
 //! `hyper_util::server::conn::auto::Builder::new(WeirExecutor)` with the router wrapped in
 //! `TowerToHyperService`. The router itself is unchanged from a tokio program.
-//! `tests/net_http.rs` includes this file and drives `router()` with hyper clients.
+//! `integration/tests/net_http.rs` includes this file and drives `router()` with hyper clients.
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -12,7 +12,7 @@
 //! weir's, the listener is `weir::net::TcpListener`, the accepted stream is handed to hyper as
 //! it is (it implements `hyper::rt::Read`/`Write`; no `TokioIo`), and the timer is
 //! `weir::compat::WeirTimer`. `examples/hello-http-tokio.rs` runs this file's service and
-//! connection settings on tokio, for `scripts/wrk-compare.sh`; `tests/net_http.rs` runs them
+//! connection settings on tokio, for `scripts/wrk-compare.sh`; `integration/tests/net_http.rs` runs them
 //! under `wrk`.
 
 use std::convert::Infallible;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # TCP ping-pong RTT on the napi-lab testbed: a weir ShardedListener echo server in the server
 # namespace, a plain blocking client in the client namespace, with and without per-worker
-# kernel busy poll (EPIOCSPARAMS), interleaved rounds. Needs root, iproute2, ethtool.
+# kernel busy poll (EPIOCSPARAMS), interleaved rounds. Needs CAP_NET_ADMIN, iproute2, ethtool.
 #
 #   scripts/napi-rtt.sh            # 5 rounds x 20000 round trips of 64 B per contender
 #   ROUNDS=3 N=5000 KBP=200,8,0 scripts/napi-rtt.sh
@@ -10,8 +10,7 @@
 # two do not share a core on this 2-core machine. The lab is torn down on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-LAB=${WEIR_NAPI_LAB:-$(pwd)/../shared/netlab/napi-lab.sh}
-[ -x "$LAB" ] || [ -f "$LAB" ] || LAB=/work/shared/netlab/napi-lab.sh
+LAB=scripts/napi-lab.sh
 PREFIX=weirrtt
 ROUNDS=${ROUNDS:-5}
 N=${N:-20000}

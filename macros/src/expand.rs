@@ -33,7 +33,7 @@ use crate::args::{self, Args, Backend, Errors, Flavor, Kind, path_text};
 
 // The runtime's limits, for messages only: the generated checks compare against the constants
 // themselves (`weir::runtime::MAX_WORKERS`, ...), so a stale number here can make a message
-// wrong but never a check. `tests/macros_run.rs` fails when these drift from the runtime.
+// wrong but never a check. `integration/tests/macros_run.rs` fails when these drift from the runtime.
 const MAX_WORKERS_TEXT: &str = "1024";
 const MAX_MIN_WAIT_TEXT: &str = "100ms";
 const MAX_BUSY_POLL_TEXT: &str = "1s";

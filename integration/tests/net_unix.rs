@@ -583,7 +583,6 @@ fn works_under_futures_executor() {
     });
 }
 
-#[cfg(feature = "tokio-io")]
 rt_test! {
     fn tokio_io_traits(rt) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -668,7 +667,6 @@ rt_test! {
     }
 }
 
-#[cfg(feature = "hyper")]
 rt_test! {
     fn hyper_http1_over_unix_stream(rt) {
         use http_body_util::{BodyExt, Full};

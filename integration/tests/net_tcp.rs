@@ -592,7 +592,6 @@ rt_test!(
     }
 );
 
-#[cfg(feature = "tokio-io")]
 mod tokio_traits {
     use crate::rt_test;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

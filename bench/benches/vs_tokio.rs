@@ -1,6 +1,6 @@
 //! Micro benchmarks, weir and tokio side by side in one run.
 //!
-//! `cargo bench --bench vs_tokio` — every benchmark has a `weir` and a `tokio` variant with the
+//! `cargo bench -p weir-bench --bench vs_tokio` — every benchmark has a `weir` and a `tokio` variant with the
 //! same shape, on a current-thread runtime (`ct`) and a two-worker multi-thread runtime (`mt2`).
 //! Times are per item (divan's `ItemsCount`), so rows compare directly.
 //!

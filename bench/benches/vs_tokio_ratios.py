@@ -3,7 +3,7 @@
 the median time of weir and tokio and the ratio tokio/weir (> 1: weir faster) as the median
 over runs with the min-max spread.
 
-    python3 benches/vs_tokio_ratios.py [RUNS]      (default 3)
+    python3 bench/benches/vs_tokio_ratios.py [RUNS]      (default 3)
 """
 import re
 import statistics
@@ -39,7 +39,7 @@ def main():
     for i in range(runs):
         print(f"run {i + 1}/{runs} ...", file=sys.stderr, flush=True)
         p = subprocess.run(
-            ["cargo", "bench", "-q", "--bench", "vs_tokio"],
+            ["cargo", "bench", "-q", "-p", "weir-bench", "--bench", "vs_tokio"],
             check=True, capture_output=True, text=True,
         )
         results.append(parse(p.stdout))

@@ -3,8 +3,9 @@
 //! The lab tests need root: they build the napi-lab testbed (two network namespaces joined by
 //! a multi-queue veth whose receive path runs through NAPI, so accepted sockets report real
 //! `SO_INCOMING_NAPI_ID`s), run a sharded server in the server namespace and clients in the
-//! client namespace, and tear the lab down afterwards, also on failure. Without root they are
-//! skipped with a printed reason; CI runs as root and runs them.
+//! client namespace, and tear the lab down afterwards, also on failure. The testbed is built by
+//! `scripts/napi-lab.sh`; without CAP_NET_ADMIN and CAP_SYS_ADMIN, `ip` or `ethtool` the tests
+//! are skipped with a printed reason. CI runs as root with both tools and runs them.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
@@ -20,21 +21,9 @@ use futures::{AsyncReadExt, AsyncWriteExt};
 use weir::net::{ShardedListener, shard};
 use weir::runtime::{Builder, KernelBusyPoll};
 
-fn is_root() -> bool {
-    // SAFETY: geteuid takes no arguments and cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// The napi-lab script: `$WEIR_NAPI_LAB`, or the team's shared copy next to the checkout.
+/// The testbed script carried by the repository.
 fn lab_script() -> PathBuf {
-    if let Some(p) = std::env::var_os("WEIR_NAPI_LAB") {
-        return PathBuf::from(p);
-    }
-    let beside = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/netlab/napi-lab.sh");
-    if beside.exists() {
-        return beside;
-    }
-    PathBuf::from("/work/shared/netlab/napi-lab.sh")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/napi-lab.sh")
 }
 
 /// The testbed; `down` runs on drop, so a failing test still removes its namespaces.
@@ -44,32 +33,32 @@ struct Lab {
 }
 
 impl Lab {
-    /// A lab named after this process, so concurrent test runs do not share namespaces.
-    fn up(queues: u32) -> Lab {
+    /// A lab named after this process, so concurrent test runs do not share namespaces; `None`
+    /// (with the reason printed) when this machine cannot build one: the script exits with
+    /// status 2 when a capability (CAP_NET_ADMIN, CAP_SYS_ADMIN) or a tool (ip, ethtool) is
+    /// missing. Any other failure fails the test.
+    fn up_or_skip(test: &str, queues: u32) -> Option<Lab> {
         let prefix = format!("wt{}", std::process::id());
         let script = lab_script();
-        assert!(
-            script.exists(),
-            "napi-lab script not found at {} (set WEIR_NAPI_LAB)",
-            script.display()
-        );
-        let lab = Lab {
-            script,
-            prefix: prefix.clone(),
-        };
         let out = Command::new("bash")
-            .arg(&lab.script)
+            .arg(&script)
             .args(["up", prefix.as_str(), &queues.to_string()])
             .output()
-            .expect("run napi-lab.sh");
+            .expect("run scripts/napi-lab.sh");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if out.status.code() == Some(2) {
+            eprintln!(
+                "SKIPPED {test}: the napi-lab testbed cannot be built here: {}",
+                stderr.trim()
+            );
+            return None;
+        }
         assert!(
             out.status.success(),
-            "napi-lab.sh up failed (needs root, iproute2 and ethtool: apt-get install -y \
-             iproute2 ethtool):\n{}{}",
+            "scripts/napi-lab.sh up failed:\n{}{stderr}",
             String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
         );
-        lab
+        Some(Lab { script, prefix })
     }
 
     fn srv(&self) -> String {
@@ -107,11 +96,9 @@ const CONNS: usize = 64;
 
 #[test]
 fn sharded_accept_keeps_each_napi_id_on_one_worker() {
-    if !is_root() {
-        eprintln!("SKIPPED: napi-lab needs root (network namespaces, veth, ethtool)");
+    let Some(lab) = Lab::up_or_skip("sharded_accept_keeps_each_napi_id_on_one_worker", 2) else {
         return;
-    }
-    let lab = Lab::up(2);
+    };
     let (addr_tx, addr_rx) = mpsc::channel::<SocketAddr>();
     let (done_tx, done_rx) = mpsc::channel::<()>();
     let served: Served = Arc::default();
