@@ -93,5 +93,10 @@ pub mod net {
 #[cfg(feature = "hyper")]
 pub mod compat;
 
+#[cfg(feature = "axum")]
+pub mod serve;
+#[cfg(feature = "axum")]
+pub use serve::serve;
+
 pub use task::spawn;
 pub use weir_macros::{main, test};

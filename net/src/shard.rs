@@ -202,6 +202,11 @@ struct Shared {
 pub struct ShardedListener {
     shared: Arc<Shared>,
     listeners: Vec<std::net::TcpListener>,
+    /// For [`accept`](ShardedListener::accept): the sockets registered with the reactor of the
+    /// thread that first called it.
+    direct: Option<Vec<TcpListener>>,
+    /// Where the next `accept` poll starts, so no socket is always served first.
+    next: usize,
 }
 
 /// Options of a [`ShardedListener`]; from [`ShardedListener::builder`].
@@ -308,6 +313,8 @@ impl ShardedListenerBuilder {
         }
         let counters = (0..n).map(|_| WorkerCounters::default()).collect();
         Ok(ShardedListener {
+            direct: None,
+            next: 0,
             shared: Arc::new(Shared {
                 rt: rt.clone(),
                 local_addr: bound,
@@ -411,6 +418,49 @@ impl ShardedListener {
         ShardStats {
             shared: self.shared.clone(),
         }
+    }
+
+    /// Accepts one connection on the calling task, from whichever per-worker socket has one,
+    /// **without** sharding: the stream is registered with the current thread's reactor and its
+    /// NAPI id is ignored. For code that wants a single accept loop over a sharded address;
+    /// [`serve`](Self::serve) is what keeps NAPI ids on their workers.
+    ///
+    /// # Errors
+    /// As [`TcpListener::accept`]; the first call also fails if a socket cannot be duplicated
+    /// or registered.
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`TcpListener::accept`].
+    pub async fn accept(&mut self) -> io::Result<(TcpStream, SocketAddr)> {
+        if self.direct.is_none() {
+            let direct = self
+                .listeners
+                .iter()
+                .map(|l| TcpListener::from_std(l.try_clone()?))
+                .collect::<io::Result<Vec<_>>>()?;
+            self.direct = Some(direct);
+        }
+        let direct = self.direct.as_ref().expect("registered above");
+        let start = self.next;
+        let (i, res) = poll_fn(|cx| {
+            for k in 0..direct.len() {
+                let i = (start + k) % direct.len();
+                if let Poll::Ready(res) = direct[i].poll_accept(cx) {
+                    return Poll::Ready((i, res));
+                }
+            }
+            Poll::Pending
+        })
+        .await;
+        self.next = (i + 1) % direct.len();
+        let (stream, peer) = res?;
+        self.shared.counters[i]
+            .accepted
+            .fetch_add(1, Ordering::Relaxed);
+        if self.shared.nodelay {
+            let _ = stream.set_nodelay(true);
+        }
+        Ok((stream, peer))
     }
 
     /// Serves every connection with `handler(stream, peer)`, one task per connection, on the
