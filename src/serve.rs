@@ -30,7 +30,7 @@
 //!   CONNECT) are served, so axum's `WebSocketUpgrade` works.
 //! - **Where things run:** the accept loop is a weir task; every connection is served by a
 //!   weir task of its own, on the worker that accepted it (or, with a
-//!   [`ShardedListener`](crate::net::ShardedListener), pinned to the worker that owns the
+//!   [`ShardedListener`], pinned to the worker that owns the
 //!   connection's NIC receive queue). hyper's background work (HTTP/2 streams) is spawned on
 //!   weir too, and its timers are weir's. Nothing runs on a tokio runtime.
 //! - **Sockets:** `TCP_NODELAY` is set on every accepted TCP connection, as `axum::serve` does.
@@ -53,10 +53,10 @@
 //! - a *make-service*, called once per connection with an [`IncomingStream`]:
 //!   `router.into_make_service()`, or `router.into_make_service_with_connect_info::<SocketAddr>()`
 //!   so that handlers can extract `ConnectInfo<SocketAddr>` (implemented for
-//!   [`TcpListener`] and [`ShardedListener`](crate::net::ShardedListener); implement axum's
+//!   [`TcpListener`] and [`ShardedListener`]; implement axum's
 //!   `Connected<IncomingStream<'_, L>>` for your own connection-info type).
 //!
-//! Listeners: [`TcpListener`], [`ShardedListener`](crate::net::ShardedListener),
+//! Listeners: [`TcpListener`], [`ShardedListener`],
 //! [`UnixListener`], or your own type implementing [`Listener`].
 
 use std::any::Any;
@@ -93,7 +93,7 @@ const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
 /// A source of connections for [`serve`]: the stream type, the peer address type, and how to
 /// accept the next connection.
 ///
-/// Implemented for [`TcpListener`], [`ShardedListener`](crate::net::ShardedListener) and
+/// Implemented for [`TcpListener`], [`ShardedListener`] and
 /// [`UnixListener`]. Implement it for your own listener (e.g. one that wraps TLS around
 /// accepted streams, or sets socket options) to serve it with `serve`.
 pub trait Listener: Send + 'static {
@@ -166,8 +166,8 @@ impl Listener for UnixListener {
     }
 }
 
-/// A [`ShardedListener`](crate::net::ShardedListener) is served by its own per-worker accept
-/// loops (see [`ShardedListener::serve`](crate::net::ShardedListener::serve)): each connection
+/// A [`ShardedListener`] is served by its own per-worker accept
+/// loops (see [`ShardedListener::serve`]): each connection
 /// is served on the worker that owns its NAPI id. `serve` never calls this `accept`; called
 /// directly, it accepts on the calling task from whichever per-worker socket has a connection.
 impl Listener for ShardedListener {

@@ -80,6 +80,29 @@ pub(crate) async fn resolve<A: ToSocketAddrs>(addr: A) -> io::Result<Vec<SocketA
     }
 }
 
+/// Resolves `host` to socket addresses, like tokio's `lookup_host`: literals at once, host
+/// names through the system resolver (on the runtime's blocking pool inside a weir runtime,
+/// inline on the calling thread outside one).
+///
+/// # Example
+/// ```no_run
+/// # async fn demo() -> std::io::Result<()> {
+/// for addr in weir_net::lookup_host(("localhost", 8080)).await? {
+///     println!("{addr}");
+/// }
+/// # Ok(())
+/// # }
+/// ```
+///
+/// # Errors
+/// A string that is neither an address nor `host:port`, a resolver error (e.g. an unknown
+/// host), or the runtime shutting down during the lookup.
+pub async fn lookup_host<A: ToSocketAddrs>(
+    host: A,
+) -> io::Result<impl Iterator<Item = SocketAddr>> {
+    Ok(resolve(host).await?.into_iter())
+}
+
 /// The error of a `bind`/`connect` that tried every resolved address: the last attempt's
 /// error, or `InvalidInput` when the name resolved to no address at all.
 pub(crate) fn last_error(last: Option<io::Error>) -> io::Error {

@@ -4,7 +4,8 @@
 //!
 //! The API follows tokio's `tokio::net` names and semantics, so porting is mechanical.
 //! Every stream type implements `futures_io::AsyncRead`/`AsyncWrite`; with feature `tokio-io`
-//! also tokio's, and with feature `hyper` hyper 1.x's `rt::Read`/`rt::Write`.
+//! also tokio's, and with feature `hyper` hyper 1.x's `rt::Read`/`rt::Write`; with feature
+//! `hyper-client` they implement hyper-util's client `Connection` too.
 //!
 //! # Outside a weir runtime
 //! Created outside any weir runtime (inside tokio, `futures::executor::block_on`, smol, a
@@ -15,13 +16,17 @@
 #![warn(missing_docs)]
 
 mod addr;
+#[cfg(feature = "hyper-client")]
+mod hyper_client;
 mod io;
 pub mod shard;
 pub mod tcp;
 mod udp;
 pub mod unix;
 
-pub use addr::ToSocketAddrs;
+pub use addr::{ToSocketAddrs, lookup_host};
+#[cfg(feature = "hyper-client")]
+pub use hyper_client::HttpInfo;
 pub use shard::{NapiStats, Serving, ShardStats, ShardedListener, ShardedListenerBuilder};
 pub use tcp::{TcpListener, TcpSocket, TcpStream};
 pub use udp::UdpSocket;

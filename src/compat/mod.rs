@@ -87,6 +87,12 @@
 //! An axum `Router` is served the same way: wrap it with
 //! `hyper_util::service::TowerToHyperService::new(router)` and pass that as the service.
 
+#[cfg(feature = "client")]
+mod connector;
+
+#[cfg(feature = "client")]
+pub use connector::{Connecting, HttpConnector};
+
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
