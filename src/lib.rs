@@ -99,4 +99,25 @@ pub mod serve;
 pub use serve::serve;
 
 pub use task::spawn;
+
+/// Checked by `#[weir::main(tokio_compat = true)]`: the feature is enabled.
+#[cfg(feature = "tokio-compat")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __require_tokio_compat {
+    () => {};
+}
+
+/// Checked by `#[weir::main(tokio_compat = true)]`: the feature is missing.
+#[cfg(not(feature = "tokio-compat"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __require_tokio_compat {
+    () => {
+        ::core::compile_error!(
+            "`tokio_compat = true` needs weir's `tokio-compat` feature: in Cargo.toml, \
+             weir = { version = \"…\", features = [\"tokio-compat\"] }"
+        );
+    };
+}
 pub use weir_macros::{main, test};

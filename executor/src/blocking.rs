@@ -117,7 +117,7 @@ impl Pool {
             .get()
             .and_then(Weak::upgrade)
             .map(|shared| Handle { shared });
-        let _enter = handle.map(|h| {
+        let _enter = handle.as_ref().map(|h| {
             let reactor = h.shared.pick_reactor().enter();
             context::enter(h, Some(reactor))
         });

@@ -9,6 +9,7 @@ use std::time::Duration;
 use weir_reactor::{Backend, Driver, KernelBusyPoll, MinWait};
 
 use crate::blocking;
+use crate::compat::CompatRuntime;
 use crate::config::Config;
 use crate::context;
 use crate::runtime::{Alive, Flavor, Handle, Runtime};
@@ -61,6 +62,7 @@ pub struct Builder {
     kernel_busy_poll_strict: bool,
     pin_workers: bool,
     timer_spin: Duration,
+    tokio_compat_threads: usize,
 }
 
 impl Builder {
@@ -84,6 +86,7 @@ impl Builder {
             kernel_busy_poll_strict: false,
             timer_spin: weir_reactor::DEFAULT_TIMER_SPIN,
             pin_workers: false,
+            tokio_compat_threads: 0,
         }
     }
 
@@ -245,6 +248,39 @@ impl Builder {
         self
     }
 
+    /// Runs a small tokio runtime (1 thread; see
+    /// [`tokio_compat_threads`](Self::tokio_compat_threads)) beside the weir runtime, and
+    /// makes it current on every thread that runs weir code: the workers, `block_on`, the
+    /// blocking pool and [`Runtime::enter`]. Libraries that call `tokio::spawn`,
+    /// `tokio::time::sleep`, `tokio::net` or `tokio::fs` (tower-http's `TimeoutLayer`,
+    /// reqwest, axum's WebSocket upgrade, `tokio::task::JoinSet`) then work instead of
+    /// panicking with "there is no reactor running".
+    ///
+    /// What runs where: tokio-spawned tasks, tokio's timers and tokio's sockets are driven by
+    /// the compat runtime's threads; weir's tasks, timers and sockets stay on weir's workers.
+    /// A weir task that waits for a tokio timer or socket is woken from a compat thread (a
+    /// cross-thread wake-up), so prefer weir's own types on hot paths. The compat runtime
+    /// shuts down with the weir runtime, after weir's tasks.
+    ///
+    /// Needs the `tokio-compat` feature: without it, [`build`](Self::build) fails with
+    /// `InvalidInput`.
+    pub fn tokio_compat(&mut self, on: bool) -> &mut Builder {
+        self.tokio_compat_threads = match (on, self.tokio_compat_threads) {
+            (false, _) => 0,
+            (true, 0) => 1,
+            (true, n) => n,
+        };
+        self
+    }
+
+    /// Worker threads of the tokio compat runtime (default 1 once
+    /// [`tokio_compat`](Self::tokio_compat) is on; `0` turns it off). At most
+    /// [`MAX_WORKERS`].
+    pub fn tokio_compat_threads(&mut self, n: usize) -> &mut Builder {
+        self.tokio_compat_threads = n;
+        self
+    }
+
     /// No-op, for code written for tokio: I/O and timers are always enabled.
     pub fn enable_all(&mut self) -> &mut Builder {
         self
@@ -351,6 +387,17 @@ impl Builder {
                 "thread_stack_size = {s}: must be at least {MIN_STACK_SIZE} bytes"
             )));
         }
+        if self.tokio_compat_threads > MAX_WORKERS {
+            return Err(bad(format!(
+                "tokio_compat_threads = {}: must be at most {MAX_WORKERS}",
+                self.tokio_compat_threads
+            )));
+        }
+        if self.tokio_compat_threads > 0 && !cfg!(feature = "tokio-compat") {
+            return Err(bad("tokio_compat needs weir's `tokio-compat` feature: \
+                 weir = { version = \"…\", features = [\"tokio-compat\"] }"
+                .to_string()));
+        }
         if self.thread_name.contains('\0') {
             return Err(bad(format!(
                 "thread_name = {:?}: must not contain NUL bytes",
@@ -401,11 +448,14 @@ impl Builder {
             self.thread_name.clone(),
             self.thread_stack_size,
         );
+        let (compat_runtime, compat) =
+            CompatRuntime::start(self.tokio_compat_threads, &self.thread_name)?;
         let config = Config {
             event_interval: self.event_interval,
             global_queue_interval: self.global_queue_interval,
             busy_poll: self.busy_poll,
             lifo_slot: self.lifo_slot,
+            compat,
         };
         let current = self.flavor == Flavor::CurrentThread;
         let (shared, cores) = Shared::new(config, drivers, pool.clone(), current);
@@ -413,9 +463,16 @@ impl Builder {
         let alive = Arc::new(Alive::default());
         if current {
             shared.idle_cores.lock().extend(cores);
-            return Ok(Runtime::from_parts(shared, self.flavor, Vec::new(), alive));
+            return Ok(Runtime::from_parts(
+                shared,
+                self.flavor,
+                Vec::new(),
+                alive,
+                compat_runtime,
+            ));
         }
         let mut threads = Vec::with_capacity(workers);
+        let mut compat_runtime = Some(compat_runtime);
         for core in cores {
             let index = core.index;
             let mut b = thread::Builder::new().name(format!("{}-worker-{index}", self.thread_name));
@@ -430,12 +487,24 @@ impl Builder {
                 Err(e) => {
                     alive.exited();
                     // Dropping the runtime stops the workers already started.
-                    drop(Runtime::from_parts(shared, self.flavor, threads, alive));
+                    drop(Runtime::from_parts(
+                        shared,
+                        self.flavor,
+                        threads,
+                        alive,
+                        compat_runtime.take().unwrap_or_default(),
+                    ));
                     return Err(e);
                 }
             }
         }
-        Ok(Runtime::from_parts(shared, self.flavor, threads, alive))
+        Ok(Runtime::from_parts(
+            shared,
+            self.flavor,
+            threads,
+            alive,
+            compat_runtime.unwrap_or_default(),
+        ))
     }
 }
 
@@ -513,12 +582,10 @@ fn worker_thread(
     if let Err(e) = weir_reactor::thread::set_timer_slack(1) {
         tracing::warn!(target: "weir::worker", error = %e, "could not set timer slack; timers may be late");
     }
-    let _enter = context::enter(
-        Handle {
-            shared: shared.clone(),
-        },
-        None,
-    );
+    let handle = Handle {
+        shared: shared.clone(),
+    };
+    let _enter = context::enter(&handle, None);
     // Without a root future nothing panics out of the loop (task panics are caught per poll).
     let (mut core, _) = worker::run::<std::future::Pending<()>>(&shared, core, None);
     worker::shutdown_core(&shared, &mut core);
@@ -538,6 +605,7 @@ impl fmt::Debug for Builder {
             .field("global_queue_interval", &self.global_queue_interval)
             .field("kernel_busy_poll", &self.kernel_busy_poll)
             .field("pin_workers", &self.pin_workers)
+            .field("tokio_compat_threads", &self.tokio_compat_threads)
             .finish_non_exhaustive()
     }
 }

@@ -1,5 +1,7 @@
 use std::time::Duration;
 
+use crate::compat::CompatHandle;
+
 /// Executor settings every worker reads (validated by the builder).
 #[derive(Clone, Debug)]
 pub(crate) struct Config {
@@ -11,4 +13,6 @@ pub(crate) struct Config {
     pub(crate) busy_poll: Duration,
     /// Whether tasks woken by a running task use the LIFO slot.
     pub(crate) lifo_slot: bool,
+    /// The tokio compat runtime entered by every thread that enters this runtime.
+    pub(crate) compat: CompatHandle,
 }

@@ -5,6 +5,7 @@ use std::cell::RefCell;
 use std::fmt;
 use std::marker::PhantomData;
 
+use crate::compat::CompatGuard;
 use crate::runtime::Handle;
 
 thread_local! {
@@ -17,21 +18,20 @@ thread_local! {
 pub struct EnterGuard<'a> {
     prev: Option<Handle>,
     _reactor: Option<weir_reactor::EnterGuard>,
-    _lt: PhantomData<&'a Handle>,
+    /// The runtime's tokio compat runtime, if it has one (dropped after `prev` is restored).
+    _compat: CompatGuard<'a>,
     _not_send: PhantomData<*const ()>,
 }
 
-/// Enters `handle`; `reactor` is the reactor guard to hold alongside (none on workers, which
-/// enter their own reactor as its owner).
-pub(crate) fn enter<'a>(
-    handle: Handle,
-    reactor: Option<weir_reactor::EnterGuard>,
-) -> EnterGuard<'a> {
-    let prev = CURRENT.with(|c| c.borrow_mut().replace(handle));
+/// Enters `handle` (and its tokio compat runtime, if any); `reactor` is the reactor guard to
+/// hold alongside (none on workers, which enter their own reactor as its owner).
+pub(crate) fn enter(handle: &Handle, reactor: Option<weir_reactor::EnterGuard>) -> EnterGuard<'_> {
+    let compat = handle.shared.config.compat.enter();
+    let prev = CURRENT.with(|c| c.borrow_mut().replace(handle.clone()));
     EnterGuard {
         prev,
         _reactor: reactor,
-        _lt: PhantomData,
+        _compat: compat,
         _not_send: PhantomData,
     }
 }

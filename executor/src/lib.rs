@@ -24,6 +24,7 @@
 
 mod blocking;
 mod builder;
+mod compat;
 mod config;
 mod context;
 mod inject;

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 use weir_reactor::coop;
 
+use crate::compat::CompatRuntime;
 use crate::context::{self, EnterGuard};
 use crate::metrics::RuntimeMetrics;
 use crate::task::JoinHandle;
@@ -69,6 +70,8 @@ pub struct Runtime {
     flavor: Flavor,
     threads: Vec<thread::JoinHandle<Core>>,
     alive: Arc<Alive>,
+    /// The tokio compat runtime (feature `tokio-compat`), shut down after weir's tasks.
+    compat: CompatRuntime,
     done: bool,
 }
 
@@ -107,12 +110,14 @@ impl Runtime {
         flavor: Flavor,
         threads: Vec<thread::JoinHandle<Core>>,
         alive: Arc<Alive>,
+        compat: CompatRuntime,
     ) -> Runtime {
         Runtime {
             handle: Handle { shared },
             flavor,
             threads,
             alive,
+            compat,
             done: false,
         }
     }
@@ -186,7 +191,8 @@ impl Runtime {
     /// 3. cancel every other task that has not completed (drop its future) on this thread;
     /// 4. drain the inject queue;
     /// 5. shut down the blocking pool (cancel queued closures, wait for running ones);
-    /// 6. drop the workers' drivers: each reactor wakes whatever is still registered, drops its
+    /// 6. shut down the tokio compat runtime, if any (its tasks are dropped);
+    /// 7. drop the workers' drivers: each reactor wakes whatever is still registered, drops its
     ///    timers, and its epoll fd and eventfd close with the last reference.
     fn shutdown(&mut self, deadline: Option<Instant>) {
         if self.done {
@@ -210,7 +216,7 @@ impl Runtime {
             Flavor::CurrentThread => {
                 let core = shared.idle_cores.lock().pop();
                 if let Some(mut core) = core {
-                    let _enter = context::enter(self.handle.clone(), Some(core.reactor().enter()));
+                    let _enter = context::enter(&self.handle, Some(core.reactor().enter()));
                     worker::shutdown_core(&shared, &mut core);
                     cores.push(core);
                 }
@@ -228,6 +234,8 @@ impl Runtime {
             drop(shared.inject.drain());
             shared.blocking.shutdown(deadline);
         }
+        // tokio-spawned tasks may hold weir sockets: drop them while the reactors still exist.
+        self.compat.shutdown(deadline);
         drop(cores);
         tracing::debug!(target: "weir::worker", "runtime shut down");
     }
@@ -352,7 +360,7 @@ impl Handle {
     /// Makes this runtime current on this thread until the guard drops.
     pub fn enter(&self) -> EnterGuard<'_> {
         let reactor = self.shared.pick_reactor().enter();
-        context::enter(self.clone(), Some(reactor))
+        context::enter(self, Some(reactor))
     }
 
     /// The runtime's metrics.

@@ -68,6 +68,49 @@ fn exercise(flavor: Flavor, backend: Backend) {
     );
 }
 
+fn exercise_tokio_compat(flavor: Flavor) {
+    let mut b = match flavor {
+        Flavor::CurrentThread => weir::runtime::Builder::new_current_thread(),
+        Flavor::Workers(n) => {
+            let mut b = weir::runtime::Builder::new_multi_thread();
+            b.workers(n);
+            b
+        }
+    };
+    let rt = b.tokio_compat(true).build().unwrap();
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let d = dropped.clone();
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        // A tokio task waiting on a socket, one asleep for an hour, a weir task on a tokio timer.
+        let g = DropCount(d.clone());
+        tokio::spawn(async move {
+            let _g = g;
+            let _ = listener.accept().await;
+        });
+        let g = DropCount(d.clone());
+        tokio::spawn(async move {
+            let _g = g;
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        });
+        let g = DropCount(d.clone());
+        weir::spawn(async move {
+            let _g = g;
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        });
+        let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        tokio::fs::metadata("/").await.unwrap();
+        weir::time::sleep(Duration::from_millis(5)).await;
+    });
+    drop(rt);
+    assert_eq!(
+        dropped.load(Ordering::SeqCst),
+        3,
+        "{flavor:?}: every pending task dropped"
+    );
+}
+
 #[test]
 fn shutdown_cancels_tasks_and_leaks_no_fd_or_thread() {
     // Warm up lazily initialised process state (std, the time base) before counting.
@@ -87,6 +130,17 @@ fn shutdown_cancels_tasks_and_leaks_no_fd_or_thread() {
                 "{flavor:?} {backend:?}: thread leak"
             );
         }
+    }
+    // The tokio compat runtime shuts down with the weir runtime: its threads, its epoll and
+    // the sockets and timers of its tasks are gone after the drop.
+    for flavor in [Flavor::CurrentThread, Flavor::Workers(2)] {
+        exercise_tokio_compat(flavor);
+        assert_eq!(count_fds(), fds, "{flavor:?} tokio compat: fd leak");
+        assert_eq!(
+            settled_threads(threads),
+            threads,
+            "{flavor:?} tokio compat: thread leak"
+        );
     }
     // shutdown_timeout with nothing stuck behaves the same.
     let rt = build(Flavor::Workers(2), Backend::Epoll);

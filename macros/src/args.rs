@@ -64,6 +64,7 @@ pub(crate) struct Args {
     pub(crate) min_wait_adaptive: Option<Setting<u64>>,
     pub(crate) busy_poll: Option<Setting<u64>>,
     pub(crate) backend: Option<Setting<Backend>>,
+    pub(crate) tokio_compat: Option<Setting<bool>>,
     pub(crate) krate: Option<Setting<Path>>,
 }
 
@@ -103,6 +104,7 @@ const ARGUMENTS: &[(&str, &str)] = &[
     ("min_wait_adaptive", "min_wait_adaptive = \"200us\""),
     ("busy_poll", "busy_poll = \"50us\""),
     ("backend", "backend = \"epoll\""),
+    ("tokio_compat", "tokio_compat = true"),
     ("crate", "crate = \"::weir\""),
 ];
 
@@ -118,6 +120,8 @@ const ALIASES: &[(&str, &str)] = &[
     ("busy_wait", "busy_poll"),
     ("spin", "busy_poll"),
     ("reactor", "backend"),
+    ("tokio", "tokio_compat"),
+    ("compat", "tokio_compat"),
     ("weir", "crate"),
 ];
 
@@ -295,6 +299,7 @@ fn parse_argument(
         "backend" => {
             args.backend = parse_choice(name, BACKENDS, &value, name_span, errors);
         }
+        "tokio_compat" => args.tokio_compat = parse_bool(name, &value, name_span, errors),
         "crate" => args.krate = parse_crate(&value, name_span, errors),
         _ => unreachable!("argument `{name}` is listed but not handled"),
     }
@@ -558,6 +563,37 @@ fn parse_duration_arg(
     errors.spanned(
         value,
         format!("invalid value for `{name}`: {text:?}; {problem}"),
+    );
+    None
+}
+
+/// A `true`/`false` literal (`tokio_compat`).
+fn parse_bool(
+    name: &str,
+    value: &Expr,
+    name_span: Span,
+    errors: &mut Errors,
+) -> Option<Setting<bool>> {
+    if let Expr::Lit(ExprLit {
+        lit: Lit::Bool(b), ..
+    }) = value
+    {
+        return setting(b.value, name_span, value);
+    }
+    let hint = match value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(s), ..
+        }) if matches!(s.value().trim(), "true" | "false") => {
+            format!("write `{name} = {}` without quotes", s.value().trim())
+        }
+        _ => format!("write `{name} = true` or `{name} = false`"),
+    };
+    errors.spanned(
+        value,
+        format!(
+            "invalid value for `{name}`: {}; expected `true` or `false`: {hint}",
+            value_text(value)
+        ),
     );
     None
 }

@@ -292,6 +292,17 @@ fn generate(kind: Kind, args: &Args, func: ItemFn) -> TokenStream {
         calls.push(quote!(.#method(#krate::runtime::Backend::#variant)));
     }
 
+    if let Some(compat) = &args.tokio_compat {
+        let on = compat.value;
+        let method = quote_spanned!(compat.name_span=> tokio_compat);
+        calls.push(quote!(.#method(#on)));
+        if on {
+            // A clear compile error when the weir crate was built without the feature.
+            let check = quote_spanned!(compat.value_span=> __require_tokio_compat);
+            checks.push(quote!(#krate::#check!();));
+        }
+    }
+
     let test_attr = match kind {
         Kind::Test => quote!(#[::core::prelude::v1::test]),
         Kind::Main => quote!(),

@@ -116,3 +116,14 @@ pub(crate) fn count_fds() -> usize {
 pub(crate) fn count_threads() -> usize {
     std::fs::read_dir("/proc/self/task").unwrap().count()
 }
+
+/// The message of a panic payload (`&str` or `String`), or a placeholder.
+pub(crate) fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    match payload.downcast::<String>() {
+        Ok(s) => *s,
+        Err(payload) => payload
+            .downcast::<&'static str>()
+            .map(|s| (*s).to_owned())
+            .unwrap_or_else(|_| "<non-string panic>".to_owned()),
+    }
+}

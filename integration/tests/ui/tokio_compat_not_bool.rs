@@ -1,0 +1,2 @@
+#[weir::main(tokio_compat = "true")]
+async fn main() {}
