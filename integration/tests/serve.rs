@@ -392,3 +392,30 @@ fn dropping_the_serve_future_stops_accepting() {
         .expect("listener closed after the serve future was dropped");
     });
 }
+
+#[test]
+fn weir_timeout_layer_answers_408_for_slow_handlers() {
+    let rt = runtime(1);
+    rt.block_on(async {
+        let app = Router::new()
+            .route("/fast", get(|| async { "fast" }))
+            .route(
+                "/slow",
+                get(|| async {
+                    weir::time::sleep(Duration::from_secs(3600)).await;
+                    "never"
+                }),
+            )
+            .layer(weir::compat::TimeoutLayer::new(Duration::from_millis(50)));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = weir::spawn(weir::serve(listener, app).into_future());
+        assert_eq!(
+            timeout(get1(addr, "/fast")).await.unwrap(),
+            (StatusCode::OK, "fast".to_owned())
+        );
+        let (status, body) = timeout(get1(addr, "/slow")).await.unwrap();
+        assert_eq!((status, body.as_str()), (StatusCode::REQUEST_TIMEOUT, ""));
+        server.abort();
+    });
+}

@@ -89,9 +89,13 @@
 
 #[cfg(feature = "client")]
 mod connector;
+#[cfg(feature = "axum")]
+mod timeout;
 
 #[cfg(feature = "client")]
 pub use connector::{Connecting, HttpConnector};
+#[cfg(feature = "axum")]
+pub use timeout::{ResponseFuture, Timeout, TimeoutLayer};
 
 use std::fmt;
 use std::future::Future;
