@@ -1,17 +1,23 @@
-//! Process-wide signal state: the eventfd the handler writes, the pending deliveries, and for
-//! each signal number a generation counter and the wakers of its listeners.
+//! Process-wide signal state: the pending deliveries, and for each signal number the eventfd
+//! its handler writes, a generation counter and the wakers of its listeners.
 //!
 //! # The life of a delivery
 //! 1. The handler (any thread, any moment) sets the signal's bit in [`PENDING`], then adds one
-//!    to the eventfd. Every epoll that holds a listener's dup of the eventfd gets an event.
+//!    to the signal's eventfd. Every epoll that holds a listener's dup of that eventfd gets an
+//!    event.
 //! 2. A listener woken by its reactor drains the eventfd, then calls [`dispatch`]: the pending
-//!    bits are swapped out and each one bumps its signal's generation and wakes that signal's
-//!    listeners. (The wake-up list is needed because a drained eventfd is no longer readable:
-//!    an epoll that had not yet collected its event drops it.)
+//!    bits (of all signals) are swapped out and each one bumps its signal's generation and
+//!    wakes that signal's listeners. (The wake-up list is needed because a drained eventfd is
+//!    no longer readable: an epoll that had not yet collected its event drops it.)
 //! 3. A listener that sees a generation newer than the last one it saw completes a `recv`.
 //!
 //! Draining before dispatching loses nothing: a delivery whose bit the swap missed set it after
-//! the swap, so its eventfd write also came after the drain and raises a new event.
+//! the swap, so its eventfd write also came after the drain and raises a new event. (A dispatch
+//! may also take the bit of another signal whose eventfd is still full: that signal's
+//! listeners are woken by the dispatch and later drain the eventfd for nothing.)
+//!
+//! One eventfd per signal rather than one for all: a listener's reactor is woken only by its
+//! own signal, not by every `SIGCHLD` of a process that also waits for `SIGTERM`.
 
 use std::fs::File;
 use std::io;
@@ -32,17 +38,17 @@ pub(super) const MAX_SIGNUM: i32 = 64;
 /// (`swap(0)`), which turns each one into a new generation of its signal.
 static PENDING: AtomicU64 = AtomicU64::new(0);
 
-/// The eventfd the handler writes; every listener registers a dup of it with its reactor.
-///
-/// # Invariant
-/// Once set it is never closed (a static is never dropped): the handlers installed with its raw
-/// fd may write it at any moment until the process exits.
-static WAKE_FD: OnceLock<OwnedFd> = OnceLock::new();
-
 /// Per-signal state; index `n - 1` for signal `n`.
 static SLOTS: [Slot; MAX_SIGNUM as usize] = [const { Slot::new() }; MAX_SIGNUM as usize];
 
 struct Slot {
+    /// The eventfd the signal's handler writes; every listener of the signal registers a dup
+    /// of it with its reactor. Created with the handler.
+    ///
+    /// # Invariant
+    /// Once set it is never closed (a static is never dropped): the handler, installed with
+    /// its raw fd, may write it at any moment until the process exits.
+    wake_fd: OnceLock<OwnedFd>,
     /// How many times deliveries of this signal were dispatched (deliveries that arrive
     /// between two dispatches count once). Only grows.
     generation: AtomicU64,
@@ -56,6 +62,7 @@ struct Slot {
 impl Slot {
     const fn new() -> Slot {
         Slot {
+            wake_fd: OnceLock::new(),
             generation: AtomicU64::new(0),
             installed: Mutex::new(false),
             waiters: Mutex::new(Slab::new()),
@@ -119,40 +126,31 @@ impl Signum {
     }
 }
 
-/// The eventfd, created on first use (a creation that lost a race is closed again).
-fn wake_fd() -> io::Result<&'static OwnedFd> {
-    if let Some(fd) = WAKE_FD.get() {
-        return Ok(fd);
-    }
-    let fd = sys::eventfd()?;
-    Ok(WAKE_FD.get_or_init(|| fd))
-}
-
-/// Installs the process-wide handler for `signum` unless it already is. The handler stays for
-/// the rest of the process's life.
+/// Installs the process-wide handler for `signum` unless it already is (it stays for the rest
+/// of the process's life), and returns a new fd (close-on-exec) of the signal's eventfd, for
+/// one listener to register with its reactor.
 ///
 /// # Errors
-/// The eventfd could not be created, or the OS error of `sigaction`.
-pub(super) fn install(signum: Signum) -> io::Result<()> {
+/// The OS error of `eventfd`, `sigaction` or `dup` (e.g. `EMFILE`).
+pub(super) fn install(signum: Signum) -> io::Result<File> {
     let slot = signum.slot();
     let mut installed = lock(&slot.installed);
-    if *installed {
-        return Ok(());
+    let fd = match slot.wake_fd.get() {
+        Some(fd) => fd,
+        None => {
+            let new = sys::eventfd()?;
+            // Under the `installed` lock: nobody else sets it.
+            slot.wake_fd.get_or_init(|| new)
+        }
+    };
+    if !*installed {
+        // SAFETY: `fd` is the slot's `wake_fd`, which is never closed (its invariant);
+        // `signum` is not a forbidden signal (`Signum`'s invariant).
+        unsafe { sys::install_handler(signum.get(), &PENDING, fd.as_raw_fd()) }?;
+        *installed = true;
     }
-    let fd = wake_fd()?.as_raw_fd();
-    // SAFETY: `fd` is `WAKE_FD`'s, which is never closed (its invariant); `signum` is not a
-    // forbidden signal (`Signum`'s invariant).
-    unsafe { sys::install_handler(signum.get(), &PENDING, fd) }?;
-    *installed = true;
-    Ok(())
-}
-
-/// A new fd of the eventfd (close-on-exec), for one listener to register with its reactor.
-///
-/// # Errors
-/// The eventfd could not be created, or the OS error of `dup` (e.g. `EMFILE`).
-pub(super) fn dup_wake_fd() -> io::Result<File> {
-    Ok(File::from(wake_fd()?.try_clone()?))
+    drop(installed);
+    Ok(File::from(fd.try_clone()?))
 }
 
 /// Turns the pending deliveries into new generations and wakes the listeners of those

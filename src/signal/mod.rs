@@ -39,9 +39,10 @@
 //!
 //! - The handler, installed once per signal through `signal-hook-registry` (which keeps
 //!   handlers installed by others running), does only async-signal-safe work: it sets the
-//!   signal's bit in a process-wide pending mask and writes one process-wide eventfd.
+//!   signal's bit in a process-wide pending mask and writes the signal's eventfd.
 //! - Every listener registers its own duplicate of that eventfd with the reactor of the thread
-//!   that created it, so a delivery wakes each reactor that has a listener, in its own epoll.
+//!   that created it, so a delivery wakes each reactor that has a listener of the signal, in
+//!   its own epoll.
 //! - The listener that runs first drains the eventfd and *dispatches*: each pending bit bumps
 //!   its signal's generation counter and wakes every listener of that signal, because an epoll
 //!   that had not yet collected the event finds the drained eventfd not readable and drops it.
@@ -71,8 +72,10 @@ use std::io;
 /// reactor the listener was registered with shuts down before a `SIGINT` arrives.
 ///
 /// # Cancel safety
-/// Cancel safe in the sense that nothing is lost that a new call would see: a new call creates
-/// a new listener, which only sees later deliveries.
+/// Dropping the future drops its listener: a `SIGINT` that arrives before the next call
+/// creates a new one is seen by no call. To wait for Ctrl-C repeatedly (e.g. in a `select!`
+/// loop) without such gaps, keep one [`unix::Signal`] and call its cancel-safe
+/// [`recv`](unix::Signal::recv).
 ///
 /// # Example
 /// ```no_run

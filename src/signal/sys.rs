@@ -1,4 +1,4 @@
-//! The OS calls of [`crate::signal`]: the eventfd that wakes reactors, and the process-wide
+//! The OS calls of [`crate::signal`]: the eventfds that wake reactors, and the process-wide
 //! handler installed through `signal-hook-registry`. Nothing else in the module names an OS call.
 
 use std::fs::File;

@@ -222,8 +222,7 @@ fn refusal_error(signum: i32, refusal: Refusal) -> io::Error {
 pub fn signal(kind: SignalKind) -> io::Result<Signal> {
     let raw = kind.as_raw_value();
     let signum = Signum::new(raw).map_err(|refusal| refusal_error(raw, refusal))?;
-    globals::install(signum)?;
-    let wake = AsyncFd::with_interest(globals::dup_wake_fd()?, Interest::READABLE)?;
+    let wake = AsyncFd::with_interest(globals::install(signum)?, Interest::READABLE)?;
     Ok(Signal {
         kind,
         listener: Listener::new(signum),
@@ -239,12 +238,12 @@ pub fn signal(kind: SignalKind) -> io::Result<Signal> {
 /// each delivery (several listeners of the same signal, in one task or on different workers,
 /// each complete a `recv` for it); a listener never sees deliveries from before its creation.
 ///
-/// Each listener holds one file descriptor (a duplicate of the process-wide wake-up eventfd),
+/// Each listener holds one file descriptor (a duplicate of its signal's wake-up eventfd),
 /// registered with the reactor of the thread that created it.
 pub struct Signal {
     kind: SignalKind,
     listener: Listener,
-    /// Becomes readable when a handler writes the eventfd.
+    /// Becomes readable when the signal's handler writes its eventfd.
     wake: AsyncFd<File>,
 }
 
