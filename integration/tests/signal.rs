@@ -295,7 +295,7 @@ rt_test! {
 fn sigterm_on_the_current_thread_runtime() {
     if is_child() {
         let rt = build(Flavor::CurrentThread, Backend::Epoll);
-        let orphan = rt.block_on(async {
+        let mut orphan = rt.block_on(async {
             let mut terminate = signal(SignalKind::terminate()).unwrap();
             say("ready");
             assert_eq!(terminate.recv().await, Some(()));
@@ -311,7 +311,6 @@ fn sigterm_on_the_current_thread_runtime() {
             terminate
         });
         drop(rt);
-        let mut orphan = orphan;
         assert_eq!(futures::executor::block_on(orphan.recv()), None);
         say("orphan listener: None");
         return;
