@@ -26,7 +26,8 @@
 //! ```
 //!
 //! The parts: [`runtime`] (build and run), [`task`] (spawn, join, yield), [`time`] (sleep,
-//! timeout, interval), [`io`] (readiness of raw fds). See `ARCHITECTURE.md` for how they fit.
+//! timeout, interval), [`io`] (readiness of raw fds), [`signal`] (Ctrl-C and Unix signals).
+//! See `ARCHITECTURE.md` for how they fit.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
@@ -89,6 +90,8 @@ pub mod io {
 pub mod net {
     pub use weir_net::*;
 }
+
+pub mod signal;
 
 #[cfg(feature = "hyper")]
 pub mod compat;
