@@ -62,7 +62,13 @@ fn app() -> Router {
         .route("/", get(|| async { "Hello, World!" }))
         .route(
             "/worker",
-            get(|| async { format!("{:?}", weir::runtime::worker_index()) }),
+            get(|| async {
+                if tokio::runtime::Handle::try_current().is_ok() {
+                    // With the compat runtime: a tokio timer, woken by a compat thread.
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                format!("{:?}", weir::runtime::worker_index())
+            }),
         )
 }
 
@@ -94,7 +100,22 @@ fn serves_a_router_over_http1_and_http2() {
 
 #[test]
 fn connections_are_served_on_weir_workers() {
-    let rt = runtime(2);
+    on_workers(runtime(2));
+}
+
+#[test]
+fn connections_stay_on_weir_workers_with_tokio_compat() {
+    // The compat runtime is current on every weir thread, and the handler arms a tokio timer:
+    // still, the connection task (and so the handler) runs on a weir worker, not on tokio.
+    let rt = Builder::new_multi_thread()
+        .workers(2)
+        .tokio_compat(true)
+        .build()
+        .unwrap();
+    on_workers(rt);
+}
+
+fn on_workers(rt: weir::runtime::Runtime) {
     rt.block_on(async {
         // Bound and served from `block_on`'s thread, which is not a worker.
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -1,7 +1,7 @@
-//! The original of `examples/json_api.rs`, written for tokio: an axum JSON API with shared
+//! The original of `apps/json_api.rs`, written for tokio: an axum JSON API with shared
 //! state behind `tokio::sync::RwLock` and a tower-http stack, shut down gracefully on ctrl-c.
 //! It is compiled with the tests so the comparison stays honest; run it with
-//! `cargo run -p weir-tests --example json_api_tokio`.
+//! `cargo run -p weir-tests --bin json_api_tokio`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -49,11 +49,19 @@ async fn create(State(store): State<Shared>, Json(item): Json<Item>) -> (StatusC
 }
 
 async fn fetch(State(store): State<Shared>, Path(id): Path<u64>) -> Result<Json<Item>, StatusCode> {
-    store.read().await.items.get(&id).cloned().map(Json).ok_or(StatusCode::NOT_FOUND)
+    store
+        .read()
+        .await
+        .items
+        .get(&id)
+        .cloned()
+        .map(Json)
+        .ok_or(StatusCode::NOT_FOUND)
 }
 
 /// A report that takes a while to compute.
 async fn slow_report(State(store): State<Shared>, Query(delay): Query<Delay>) -> Json<usize> {
+    println!("computing a report ({} ms)", delay.ms);
     tokio::time::sleep(Duration::from_millis(delay.ms)).await;
     Json(store.read().await.items.len())
 }
@@ -64,13 +72,18 @@ fn app() -> Router {
         .route("/items/{id}", get(fetch))
         .route("/report", get(slow_report))
         .layer(TraceLayer::new_for_http())
-        .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, Duration::from_secs(10)))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            Duration::from_secs(10),
+        ))
         .layer(CompressionLayer::new())
         .with_state(Shared::default())
 }
 
 async fn shutdown_signal() {
-    tokio::signal::ctrl_c().await.expect("install the ctrl-c handler");
+    tokio::signal::ctrl_c()
+        .await
+        .expect("install the ctrl-c handler");
     println!("shutting down");
 }
 

@@ -1,10 +1,10 @@
 //! A program whose library code uses tokio's runtime directly — `tokio::fs::read` under a
 //! `JoinSet`, a background task with `tokio::spawn` and `tokio::time::interval`, a retry loop
-//! with `tokio::time::sleep` — ported from `examples/tokio/lib_tasks.rs` by changing its
+//! with `tokio::time::sleep` — ported from `apps/tokio/lib_tasks.rs` by changing its
 //! runtime line only: on weir with the tokio compat runtime, the library is unchanged.
 //!
 //! ```text
-//! cargo run -p weir-tests --example lib_tasks
+//! cargo run -p weir-tests --bin lib_tasks
 //! ```
 
 mod library {

@@ -1,10 +1,10 @@
 //! An axum JSON API with shared state behind `tokio::sync::RwLock` and a tower-http stack
 //! (trace, timeout, compression), shut down gracefully on ctrl-c — ported from
-//! `examples/tokio/json_api.rs` by changing its runtime lines only. tower-http's `TimeoutLayer`
+//! `apps/tokio/json_api.rs` by changing its runtime lines only. tower-http's `TimeoutLayer`
 //! and the handler's `tokio::time::sleep` run on the tokio compat runtime.
 //!
 //! ```text
-//! cargo run -p weir-tests --example json_api      # ADDR=127.0.0.1:3000 by default
+//! cargo run -p weir-tests --bin json_api      # ADDR=127.0.0.1:3000 by default
 //! curl -d '{"name":"tea","price_cents":250}' -H 'content-type: application/json' localhost:3000/items
 //! curl localhost:3000/items
 //! ```
@@ -55,11 +55,19 @@ async fn create(State(store): State<Shared>, Json(item): Json<Item>) -> (StatusC
 }
 
 async fn fetch(State(store): State<Shared>, Path(id): Path<u64>) -> Result<Json<Item>, StatusCode> {
-    store.read().await.items.get(&id).cloned().map(Json).ok_or(StatusCode::NOT_FOUND)
+    store
+        .read()
+        .await
+        .items
+        .get(&id)
+        .cloned()
+        .map(Json)
+        .ok_or(StatusCode::NOT_FOUND)
 }
 
 /// A report that takes a while to compute.
 async fn slow_report(State(store): State<Shared>, Query(delay): Query<Delay>) -> Json<usize> {
+    println!("computing a report ({} ms)", delay.ms);
     tokio::time::sleep(Duration::from_millis(delay.ms)).await;
     Json(store.read().await.items.len())
 }
@@ -70,13 +78,18 @@ fn app() -> Router {
         .route("/items/{id}", get(fetch))
         .route("/report", get(slow_report))
         .layer(TraceLayer::new_for_http())
-        .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, Duration::from_secs(10)))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            Duration::from_secs(10),
+        ))
         .layer(CompressionLayer::new())
         .with_state(Shared::default())
 }
 
 async fn shutdown_signal() {
-    weir::signal::ctrl_c().await.expect("install the ctrl-c handler");
+    weir::signal::ctrl_c()
+        .await
+        .expect("install the ctrl-c handler");
     println!("shutting down");
 }
 

@@ -1,7 +1,7 @@
-//! The original of `examples/proxy.rs`, written for tokio: handlers that call an upstream
+//! The original of `apps/proxy.rs`, written for tokio: handlers that call an upstream
 //! HTTP server, once through hyper-util's legacy client and once through reqwest. It is
 //! compiled with the tests so the comparison stays honest; run it with
-//! `UPSTREAM=http://127.0.0.1:3000 cargo run -p weir-tests --example proxy_tokio`.
+//! `UPSTREAM=http://127.0.0.1:3000 cargo run -p weir-tests --bin proxy_tokio`.
 
 use std::time::Duration;
 
@@ -29,13 +29,26 @@ fn bad_gateway(e: impl std::fmt::Display) -> (StatusCode, String) {
 async fn via_hyper(State(up): State<Upstream>) -> Result<String, (StatusCode, String)> {
     let uri = format!("{}/", up.base).parse().map_err(bad_gateway)?;
     let response = up.hyper.get(uri).await.map_err(bad_gateway)?;
-    let body = response.into_body().collect().await.map_err(bad_gateway)?.to_bytes();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(bad_gateway)?
+        .to_bytes();
     Ok(format!("hyper: {}", String::from_utf8_lossy(&body)))
 }
 
 async fn via_reqwest(State(up): State<Upstream>) -> Result<String, (StatusCode, String)> {
     let url = format!("{}/", up.base);
-    let text = up.reqwest.get(url).send().await.map_err(bad_gateway)?.text().await.map_err(bad_gateway)?;
+    let text = up
+        .reqwest
+        .get(url)
+        .send()
+        .await
+        .map_err(bad_gateway)?
+        .text()
+        .await
+        .map_err(bad_gateway)?;
     Ok(format!("reqwest: {text}"))
 }
 
@@ -52,7 +65,11 @@ fn app(base: String) -> Router {
     Router::new()
         .route("/via-hyper", get(via_hyper))
         .route("/via-reqwest", get(via_reqwest))
-        .with_state(Upstream { base, hyper, reqwest })
+        .with_state(Upstream {
+            base,
+            hyper,
+            reqwest,
+        })
 }
 
 #[tokio::main]

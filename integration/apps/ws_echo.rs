@@ -1,6 +1,11 @@
-//! The original of `examples/ws_echo.rs`, written for tokio: a WebSocket echo server with
-//! axum's `WebSocketUpgrade`. It is compiled with the tests so the comparison stays honest;
-//! run it with `cargo run -p weir-tests --example ws_echo_tokio`.
+//! A WebSocket echo server with axum's `WebSocketUpgrade`, ported from
+//! `apps/tokio/ws_echo.rs` by changing its runtime lines only. The HTTP connection is
+//! served on weir; axum hands the upgraded socket to a task it starts with `tokio::spawn`, so
+//! the echo loop runs on the tokio compat runtime, over weir's socket.
+//!
+//! ```text
+//! cargo run -p weir-tests --bin ws_echo      # ws://127.0.0.1:3002/ws
+//! ```
 
 use axum::Router;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
@@ -26,10 +31,10 @@ async fn echo(mut socket: WebSocket) {
     }
 }
 
-#[tokio::main]
+#[weir::main(tokio_compat = true)]
 async fn main() -> std::io::Result<()> {
     let addr = std::env::var("ADDR").unwrap_or_else(|_| "127.0.0.1:3002".into());
-    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let listener = weir::net::TcpListener::bind(addr).await?;
     println!("listening on {}", listener.local_addr()?);
-    axum::serve(listener, Router::new().route("/ws", get(upgrade))).await
+    weir::serve(listener, Router::new().route("/ws", get(upgrade))).await
 }

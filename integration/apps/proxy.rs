@@ -1,10 +1,10 @@
 //! Handlers that call an upstream HTTP server, once through hyper-util's legacy client (on
 //! weir natively, with `weir::compat::HttpConnector`) and once through reqwest (which needs
 //! the tokio compat runtime: it connects with tokio's sockets) — ported from
-//! `examples/tokio/proxy.rs` by changing its runtime lines only.
+//! `apps/tokio/proxy.rs` by changing its runtime lines only.
 //!
 //! ```text
-//! UPSTREAM=http://127.0.0.1:3000 cargo run -p weir-tests --example proxy
+//! UPSTREAM=http://127.0.0.1:3000 cargo run -p weir-tests --bin proxy
 //! curl localhost:3001/via-hyper
 //! ```
 
@@ -33,13 +33,26 @@ fn bad_gateway(e: impl std::fmt::Display) -> (StatusCode, String) {
 async fn via_hyper(State(up): State<Upstream>) -> Result<String, (StatusCode, String)> {
     let uri = format!("{}/", up.base).parse().map_err(bad_gateway)?;
     let response = up.hyper.get(uri).await.map_err(bad_gateway)?;
-    let body = response.into_body().collect().await.map_err(bad_gateway)?.to_bytes();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(bad_gateway)?
+        .to_bytes();
     Ok(format!("hyper: {}", String::from_utf8_lossy(&body)))
 }
 
 async fn via_reqwest(State(up): State<Upstream>) -> Result<String, (StatusCode, String)> {
     let url = format!("{}/", up.base);
-    let text = up.reqwest.get(url).send().await.map_err(bad_gateway)?.text().await.map_err(bad_gateway)?;
+    let text = up
+        .reqwest
+        .get(url)
+        .send()
+        .await
+        .map_err(bad_gateway)?
+        .text()
+        .await
+        .map_err(bad_gateway)?;
     Ok(format!("reqwest: {text}"))
 }
 
@@ -56,7 +69,11 @@ fn app(base: String) -> Router {
     Router::new()
         .route("/via-hyper", get(via_hyper))
         .route("/via-reqwest", get(via_reqwest))
-        .with_state(Upstream { base, hyper, reqwest })
+        .with_state(Upstream {
+            base,
+            hyper,
+            reqwest,
+        })
 }
 
 #[weir::main(tokio_compat = true)]

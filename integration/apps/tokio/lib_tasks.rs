@@ -1,8 +1,8 @@
-//! The original of `examples/lib_tasks.rs`, written for tokio: a program whose library code
+//! The original of `apps/lib_tasks.rs`, written for tokio: a program whose library code
 //! uses tokio's runtime directly — `tokio::fs::read` under a `JoinSet`, a background task
 //! with `tokio::spawn` and `tokio::time::interval`, and a retry loop with
 //! `tokio::time::sleep`. It is compiled with the tests so the comparison stays honest; run it
-//! with `cargo run -p weir-tests --example lib_tasks_tokio`.
+//! with `cargo run -p weir-tests --bin lib_tasks_tokio`.
 
 mod library {
     use std::io;
