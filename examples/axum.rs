@@ -1,4 +1,5 @@
-//! An axum `Router` served on weir through hyper-util (HTTP/1.1 and HTTP/2, auto-detected).
+//! An axum `Router` served on weir with `weir::serve` (HTTP/1.1 and HTTP/2, auto-detected),
+//! with graceful shutdown on ctrl-c.
 //!
 //! ```text
 //! cargo run --release --example axum [-- --addr 127.0.0.1:3000]
@@ -9,23 +10,18 @@
 //! curl --http2-prior-knowledge http://127.0.0.1:3000/  # the same over HTTP/2
 //! ```
 //!
-//! `axum::serve` needs a tokio listener, so the accept loop is written out (as in axum's
-//! `serve-with-hyper` example): each accepted `weir::net::TcpStream` is served by
-//! `hyper_util::server::conn::auto::Builder::new(WeirExecutor)` with the router wrapped in
-//! `TowerToHyperService`. The router itself is unchanged from a tokio program.
-//! `integration/tests/net_http.rs` includes this file and drives `router()` with hyper clients.
+//! Compared with the same program on tokio, the router is unchanged; `#[tokio::main]`,
+//! `tokio::net::TcpListener`, `axum::serve` and `tokio::signal::ctrl_c` become their weir
+//! counterparts. `integration/tests/net_http.rs` includes this file and drives `router()` with
+//! hyper clients.
 
 use std::net::SocketAddr;
-use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
-use hyper_util::server::conn::auto;
-use hyper_util::service::TowerToHyperService;
-use weir::compat::{WeirExecutor, WeirTimer};
 use weir::net::TcpListener;
 
 /// The application: `GET /`, `GET /json`, `POST /echo`, `GET /worker`.
@@ -53,41 +49,6 @@ async fn worker() -> String {
     }
 }
 
-/// The connection settings: HTTP/1.1 and HTTP/2 (prior knowledge), both with weir's timer;
-/// HTTP/2 connections ping every 20 s and close if a ping goes unanswered for 20 s.
-pub(crate) fn builder() -> auto::Builder<WeirExecutor> {
-    let mut builder = auto::Builder::new(WeirExecutor::new());
-    builder.http1().timer(WeirTimer::new());
-    builder
-        .http2()
-        .timer(WeirTimer::new())
-        .keep_alive_interval(Duration::from_secs(20))
-        .keep_alive_timeout(Duration::from_secs(20));
-    builder
-}
-
-/// Accepts connections from `listener` forever, serving `app` on each.
-pub(crate) async fn serve(listener: TcpListener, app: Router) -> std::io::Result<()> {
-    let builder = builder();
-    loop {
-        let (stream, _peer) = match listener.accept().await {
-            Ok(conn) => conn,
-            Err(e) => {
-                eprintln!("accept: {e}");
-                weir::time::sleep(Duration::from_millis(1)).await;
-                continue;
-            }
-        };
-        let builder = builder.clone();
-        let service = TowerToHyperService::new(app.clone());
-        weir::spawn(async move {
-            if let Err(e) = builder.serve_connection(stream, service).await {
-                eprintln!("connection: {e}");
-            }
-        });
-    }
-}
-
 #[weir::main]
 async fn main() -> std::io::Result<()> {
     let mut addr = SocketAddr::from(([127, 0, 0, 1], 3000));
@@ -101,15 +62,14 @@ async fn main() -> std::io::Result<()> {
             }
         }
     }
-    // Bind and accept on a worker rather than on the thread running `main`: a socket is
-    // registered with the reactor of the thread that creates it.
-    weir::spawn(async move {
-        let listener = TcpListener::bind(addr).await?;
-        println!(
-            "axum on weir listening on http://{}/",
-            listener.local_addr()?
-        );
-        serve(listener, router()).await
-    })
-    .await?
+    let listener = TcpListener::bind(addr).await?;
+    println!(
+        "axum on weir listening on http://{}/",
+        listener.local_addr()?
+    );
+    weir::serve(listener, router())
+        .with_graceful_shutdown(async {
+            let _ = weir::signal::ctrl_c().await;
+        })
+        .await
 }

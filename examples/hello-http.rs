@@ -1,4 +1,4 @@
-//! hyper 1.x "Hello, World!" server on weir.
+//! "Hello, World!" over HTTP/1.1 and HTTP/2 on weir, with graceful shutdown.
 //!
 //! ```text
 //! cargo run --release --example hello-http [-- --addr 127.0.0.1:8080 --workers N]
@@ -8,61 +8,30 @@
 //! Arguments: `--addr IP:PORT` (default `127.0.0.1:8080`), `--port N` (short for
 //! `127.0.0.1:N`), `--workers N` (default: one per CPU).
 //!
-//! Compared with hyper's tokio hello world, only the runtime lines differ: the runtime is
-//! weir's, the listener is `weir::net::TcpListener`, the accepted stream is handed to hyper as
-//! it is (it implements `hyper::rt::Read`/`Write`; no `TokioIo`), and the timer is
-//! `weir::compat::WeirTimer`. `examples/hello-http-tokio.rs` runs this file's service and
-//! connection settings on tokio, for `scripts/wrk-compare.sh`; `integration/tests/net_http.rs` runs them
-//! under `wrk`.
+//! It is the shape of an `axum::serve` program on weir: a tower service served by
+//! `weir::serve` (TCP_NODELAY on every connection, hyper's 30 s header-read timeout), until
+//! SIGINT (ctrl-c) or SIGTERM. Then it stops accepting, lets the requests in flight finish,
+//! and exits with status 0. Connections that end the ordinary way — a reset, a client gone
+//! mid-request, an idle keep-alive connection closed by the header-read timeout — are logged
+//! at debug level (tracing target `weir::serve`), never printed one line each.
+//! `examples/hello-http-tokio.rs` runs this file's service with `axum::serve` on tokio, for
+//! `scripts/wrk-compare.sh`; `integration/tests/net_http.rs` runs it under `wrk`.
 
 use std::convert::Infallible;
 use std::error::Error;
 use std::io;
 use std::net::SocketAddr;
+use std::pin::pin;
 
-use http_body_util::Full;
-use hyper::body::{Bytes, Incoming};
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper::{Request, Response};
-use weir::compat::WeirTimer;
+use axum::body::Body;
+use axum::extract::Request;
+use axum::response::Response;
 use weir::net::TcpListener;
+use weir::signal::unix::{SignalKind, signal};
 
 /// The service: every request gets `200 Hello, World!`.
-pub(crate) async fn hello(_req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
-    Ok(Response::new(Full::new(Bytes::from_static(
-        b"Hello, World!",
-    ))))
-}
-
-/// The connection settings, shared by both runtimes: hyper's defaults (keep-alive on, a 30 s
-/// header-read timeout because a timer is set) plus `timer`.
-pub(crate) fn http1_builder<T>(timer: T) -> http1::Builder
-where
-    T: hyper::rt::Timer + Send + Sync + 'static,
-{
-    let mut builder = http1::Builder::new();
-    builder.timer(timer);
-    builder
-}
-
-/// `true` for the errors a load generator causes by closing its connections mid-request at
-/// the end of a run; these are not worth a log line.
-pub(crate) fn is_peer_gone(err: &hyper::Error) -> bool {
-    if err.is_incomplete_message() || err.is_canceled() {
-        return true;
-    }
-    let mut source = err.source();
-    while let Some(e) = source {
-        if let Some(io) = e.downcast_ref::<io::Error>() {
-            return matches!(
-                io.kind(),
-                io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe
-            );
-        }
-        source = e.source();
-    }
-    false
+pub(crate) async fn hello(_req: Request) -> Result<Response, Infallible> {
+    Ok(Response::new(Body::from("Hello, World!")))
 }
 
 /// Command-line arguments of the hello servers.
@@ -107,28 +76,30 @@ pub(crate) fn parse_args() -> Args {
     parsed
 }
 
-/// Accepts connections from `listener` forever, serving each on its own task.
-pub(crate) async fn serve(listener: TcpListener) -> io::Result<()> {
-    let builder = http1_builder(WeirTimer::new());
-    loop {
-        let (stream, _peer) = match listener.accept().await {
-            Ok(conn) => conn,
-            Err(e) => {
-                // Out of fds or a connection reset before accept: keep serving.
-                eprintln!("accept: {e}");
-                weir::time::sleep(std::time::Duration::from_millis(1)).await;
-                continue;
-            }
-        };
-        let conn = builder.serve_connection(stream, service_fn(hello));
-        weir::spawn(async move {
-            if let Err(e) = conn.await
-                && !is_peer_gone(&e)
-            {
-                eprintln!("connection: {e:?}");
-            }
-        });
-    }
+/// Completes at the first SIGINT or SIGTERM.
+pub(crate) async fn shutdown_signal() {
+    let mut terminate = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("cannot listen for SIGTERM ({e}); ctrl-c still works");
+            let _ = weir::signal::ctrl_c().await;
+            return;
+        }
+    };
+    let interrupt = pin!(weir::signal::ctrl_c());
+    let terminate = pin!(terminate.recv());
+    futures::future::select(interrupt, terminate).await;
+}
+
+/// Serves `hello` on `listener` until `shutdown` completes, then finishes the requests in
+/// flight.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
+    weir::serve(listener, tower::service_fn(hello))
+        .with_graceful_shutdown(shutdown)
+        .await
 }
 
 fn main() -> Result<(), Box<dyn Error>> {
@@ -138,18 +109,19 @@ fn main() -> Result<(), Box<dyn Error>> {
         runtime.workers(n);
     }
     let runtime = runtime.build()?;
-    // Bind and accept on a worker, not on this thread: a socket is registered with the reactor
-    // of the thread that creates it, and the accepted streams are created by the accept loop.
     runtime.block_on(async {
-        weir::spawn(async move {
-            let listener = TcpListener::bind(args.addr).await?;
-            println!(
-                "weir hello-http listening on http://{}/",
-                listener.local_addr()?
-            );
-            serve(listener).await
+        let listener = TcpListener::bind(args.addr).await?;
+        println!(
+            "weir hello-http listening on http://{}/",
+            listener.local_addr()?
+        );
+        serve(listener, async {
+            shutdown_signal().await;
+            println!("shutting down: finishing the requests in flight");
         })
-        .await?
+        .await?;
+        println!("bye");
+        Ok::<(), io::Error>(())
     })?;
     Ok(())
 }

@@ -10,20 +10,19 @@
 //! On loopback every connection has NAPI id 0 and stays on the worker that accepted it; on a
 //! real NIC (or the napi-lab testbed) ids are assigned to workers as described in
 //! `weir::net::shard`. Kernel busy poll is applied to every worker's epoll; if the kernel refuses
-//! it the server logs a warning and runs without it. Ctrl-C stops it; the per-worker NAPI
-//! statistics are printed every 10 s when the `WEIR_STATS` environment variable is set.
+//! it the server logs a warning and runs without it. SIGINT or SIGTERM stops it gracefully; the
+//! per-worker NAPI statistics are printed every 10 s when the `WEIR_STATS` environment variable
+//! is set.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use hyper::service::service_fn;
-
-// The service and the hyper connection settings are hello-http's, literally.
+// The service and the shutdown signal are hello-http's, literally.
 #[path = "hello-http.rs"]
 #[allow(dead_code)] // its `main`, `serve` and argument parsing are not used here
 mod hello_http;
 
-use hello_http::{hello, http1_builder, is_peer_gone};
+use hello_http::{hello, shutdown_signal};
 
 fn arg<T: std::str::FromStr>(args: &[String], name: &str) -> Option<T> {
     let i = args.iter().position(|a| a == name)?;
@@ -64,7 +63,6 @@ fn main() -> std::io::Result<()> {
     rt.block_on(async move {
         let listener = weir::net::ShardedListener::builder()
             .steer_by_cpu(steer)
-            .nodelay(true)
             .bind(addr)
             .await?;
         println!(
@@ -72,19 +70,8 @@ fn main() -> std::io::Result<()> {
             listener.local_addr(),
             listener.num_listeners()
         );
-        let builder = http1_builder(weir::compat::WeirTimer::new());
-        let serving = listener.serve(move |stream, _peer| {
-            let conn = builder.serve_connection(stream, service_fn(hello));
-            async move {
-                if let Err(e) = conn.await
-                    && !is_peer_gone(&e)
-                {
-                    eprintln!("connection: {e:?}");
-                }
-            }
-        });
         if std::env::var_os("WEIR_STATS").is_some() {
-            let stats = serving.stats_handle();
+            let stats = listener.stats_handle();
             weir::spawn(async move {
                 loop {
                     weir::time::sleep(Duration::from_secs(10)).await;
@@ -94,6 +81,9 @@ fn main() -> std::io::Result<()> {
                 }
             });
         }
-        serving.await
+        // Each connection is served on the worker that owns its NAPI id.
+        weir::serve(listener, tower::service_fn(hello))
+            .with_graceful_shutdown(shutdown_signal())
+            .await
     })
 }

@@ -5,7 +5,8 @@
 //! - the axum example's router driven by hyper HTTP/1 clients running on weir;
 //! - HTTP/2 through hyper-util's auto builder and hyper's HTTP/2 client, with `WeirExecutor`
 //!   and `WeirTimer` (keep-alive pings);
-//! - `WeirTimer` on its own and as hyper's header-read timeout; `HandleExecutor`.
+//! - `WeirTimer` on its own and as hyper's header-read timeout; `HandleExecutor`;
+//! - hello-http's graceful shutdown on real SIGINT and SIGTERM, in a child process.
 //!
 //! Every check is about behaviour, never about speed; every wait is bounded.
 
@@ -155,7 +156,7 @@ fn hello_http_under_wrk() {
         .block_on(TcpListener::bind("127.0.0.1:0"))
         .expect("bind 127.0.0.1:0");
     let addr = listener.local_addr().unwrap();
-    let server = runtime.spawn(hello_http::serve(listener));
+    let server = runtime.spawn(hello_http::serve(listener, std::future::pending()));
 
     // One request by hand first, so a broken server fails here with a readable message.
     let (status, body) = runtime.block_on(async move {
@@ -238,12 +239,20 @@ async fn read_response(response: Response<Incoming>) -> (StatusCode, String) {
     )
 }
 
-/// Serves `axum_app::router()` on a fresh loopback port through `axum_app::serve`.
+/// Serves `axum_app::router()` on a fresh loopback port with `weir::serve`.
 async fn start_axum() -> (SocketAddr, weir::task::JoinHandle<io::Result<()>>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().unwrap();
-    let server = weir::spawn(axum_app::serve(listener, axum_app::router()));
+    let server = weir::spawn(weir::serve(listener, axum_app::router()).into_future());
     (addr, server)
+}
+
+/// hyper-util's auto builder on weir: HTTP/1.1 and HTTP/2 with weir's executor and timer.
+fn auto_builder() -> hyper_util::server::conn::auto::Builder<WeirExecutor> {
+    let mut builder = hyper_util::server::conn::auto::Builder::new(WeirExecutor::new());
+    builder.http1().timer(WeirTimer::new());
+    builder.http2().timer(WeirTimer::new());
+    builder
 }
 
 #[weir::test(flavor = "multi_thread", workers = 2)]
@@ -318,7 +327,7 @@ async fn http2_auto_builder() {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().unwrap();
     let server = weir::spawn(async move {
-        let mut builder = axum_app::builder();
+        let mut builder = auto_builder();
         builder
             .http2()
             .keep_alive_interval(Duration::from_millis(50))
@@ -416,9 +425,13 @@ async fn header_read_timeout_closes_silent_connection() {
     let addr = listener.local_addr().unwrap();
     let server = weir::spawn(async move {
         let (stream, _) = listener.accept().await.unwrap();
-        let mut builder = hello_http::http1_builder(WeirTimer::new());
-        builder.header_read_timeout(Duration::from_millis(100));
-        let service = hyper::service::service_fn(hello_http::hello);
+        let mut builder = hyper::server::conn::http1::Builder::new();
+        builder
+            .timer(WeirTimer::new())
+            .header_read_timeout(Duration::from_millis(100));
+        let service = hyper::service::service_fn(|_req: Request<Incoming>| async {
+            Ok::<_, std::convert::Infallible>(Response::new(Full::new(Bytes::from_static(b"hi"))))
+        });
         builder.serve_connection(stream, service).await
     });
     let mut silent = TcpStream::connect(addr).await.unwrap();
@@ -516,4 +529,91 @@ fn handle_executor_spawns_from_any_thread() {
     .unwrap();
     let ran_on = rx.recv_timeout(LIMIT).expect("the task did not run");
     assert!(matches!(ran_on, Some(0 | 1)), "{ran_on:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// hello-http's graceful shutdown, with real signals sent to a child process
+
+/// In the child process (re-executed by the test below): hello-http's `serve` with its
+/// shutdown signal, as its `main` runs them.
+#[test]
+fn hello_http_child() {
+    if std::env::var_os("WEIR_HELLO_HTTP_CHILD").is_none() {
+        return;
+    }
+    let runtime = weir::runtime::Builder::new_multi_thread()
+        .workers(2)
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        println!("listening on {}", listener.local_addr().unwrap());
+        hello_http::serve(listener, async {
+            hello_http::shutdown_signal().await;
+            println!("shutting down");
+        })
+        .await
+        .unwrap();
+        println!("bye");
+    });
+}
+
+#[test]
+fn hello_http_shuts_down_gracefully_on_sigint_and_sigterm() {
+    use std::io::BufRead;
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "hello_http_child",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("WEIR_HELLO_HTTP_CHILD", "1")
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, lines) = mpsc::channel::<String>();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in io::BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let wait_for = |needle: &str| loop {
+            match lines.recv_timeout(LIMIT) {
+                Ok(line) if line.contains(needle) => return line,
+                Ok(_) => {}
+                Err(e) => panic!("no {needle:?} line from the child: {e}"),
+            }
+        };
+        let line = wait_for("listening on");
+        let addr: SocketAddr = line[line.find("listening on ").unwrap() + "listening on ".len()..]
+            .trim()
+            .parse()
+            .unwrap();
+        // A keep-alive client that has been served once.
+        let rt = weir::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut client = Http1Client::connect(addr).await;
+            let (status, body) = client.send(Method::GET, "/", "").await;
+            assert_eq!((status, body.as_str()), (StatusCode::OK, "Hello, World!"));
+        });
+        let pid = libc::pid_t::try_from(child.id()).unwrap();
+        // SAFETY: kill takes no pointers; the child has not been reaped.
+        assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+        wait_for("shutting down");
+        wait_for("bye");
+        let deadline = Instant::now() + LIMIT;
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(Instant::now() < deadline, "hello-http did not exit");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert!(status.success(), "signal {signal}: exit status {status}");
+    }
 }
