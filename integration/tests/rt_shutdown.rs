@@ -113,8 +113,10 @@ fn exercise_tokio_compat(flavor: Flavor) {
 
 #[test]
 fn shutdown_cancels_tasks_and_leaks_no_fd_or_thread() {
-    // Warm up lazily initialised process state (std, the time base) before counting.
+    // Warm up lazily initialised process state (std, the time base; tokio's process-wide
+    // signal pipe, which its first runtime with I/O opens and keeps) before counting.
     exercise(Flavor::CurrentThread, Backend::Epoll);
+    exercise_tokio_compat(Flavor::CurrentThread);
     let (fds, threads) = (count_fds(), stable_thread_count());
     for flavor in [
         Flavor::CurrentThread,
