@@ -67,6 +67,11 @@ impl<T: 'static> JoinHandle<T> {
         self.raw.header().id
     }
 
+    /// Polls for the output without spending the cooperative budget (the caller spends it).
+    pub(crate) fn poll_join_unbudgeted(&self, cx: &mut Context<'_>) -> Poll<Result<T, JoinError>> {
+        self.raw.poll_join(cx)
+    }
+
     /// A handle that can abort the task but not await it.
     pub fn abort_handle(&self) -> AbortHandle {
         AbortHandle {
