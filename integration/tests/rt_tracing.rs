@@ -93,3 +93,100 @@ fn runtime_emits_task_worker_and_reactor_traces() {
         assert!(seen.contains(expected), "missing {expected:?} in {seen:#?}");
     }
 }
+
+/// One event: target, level, and every field (the message as `message`) formatted with `Debug`
+/// (strings unquoted).
+#[derive(Clone, Debug)]
+struct Captured {
+    target: String,
+    level: tracing::Level,
+    fields: std::collections::BTreeMap<String, String>,
+}
+
+impl Captured {
+    fn field(&self, name: &str) -> Option<&str> {
+        self.fields.get(name).map(String::as_str)
+    }
+}
+
+/// Records every event with its fields.
+#[derive(Clone, Default)]
+struct FieldRecorder(Arc<Mutex<Vec<Captured>>>);
+
+impl FieldRecorder {
+    fn events(&self, target: &str, message: &str) -> Vec<Captured> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|e| e.target == target && e.field("message") == Some(message))
+            .cloned()
+            .collect()
+    }
+}
+
+impl Subscriber for FieldRecorder {
+    fn enabled(&self, _: &Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &Attributes<'_>) -> Id {
+        Id::from_u64(1)
+    }
+    fn record(&self, _: &Id, _: &Record<'_>) {}
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+    fn event(&self, event: &Event<'_>) {
+        struct Fields(std::collections::BTreeMap<String, String>);
+        impl tracing::field::Visit for Fields {
+            fn record_str(&mut self, f: &tracing::field::Field, v: &str) {
+                self.0.insert(f.name().to_owned(), v.to_owned());
+            }
+            fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
+                self.0.insert(f.name().to_owned(), format!("{v:?}"));
+            }
+        }
+        let mut fields = Fields(Default::default());
+        event.record(&mut fields);
+        let m = event.metadata();
+        self.0.lock().unwrap().push(Captured {
+            target: m.target().to_owned(),
+            level: *m.level(),
+            fields: fields.0,
+        });
+    }
+    fn enter(&self, _: &Id) {}
+    fn exit(&self, _: &Id) {}
+}
+
+#[test]
+fn task_panic_is_an_error_event_with_message_location_and_id() {
+    let rec = FieldRecorder::default();
+    let (ids, line) = tracing::subscriber::with_default(rec.clone(), || {
+        let rt = weir::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let line = line!() + 1;
+            let with_message = weir::spawn(async { panic!("the {} went {}", "task", "boom") });
+            let with_str = weir::spawn(async { panic!("static boom") });
+            let with_any = weir::spawn(async { std::panic::panic_any(42u32) });
+            let mut ids = Vec::new();
+            for h in [with_message, with_str, with_any] {
+                let id = h.id();
+                assert!(h.await.unwrap_err().is_panic());
+                ids.push(id);
+            }
+            (ids, line)
+        })
+    });
+    let events = rec.events("weir::task", "task panicked");
+    assert_eq!(events.len(), 3, "{events:#?}");
+    let expected = ["the task went boom", "static boom", "Box<dyn Any>"];
+    for ((e, id), (i, message)) in events.iter().zip(&ids).zip(expected.iter().enumerate()) {
+        assert_eq!(e.level, tracing::Level::ERROR);
+        assert_eq!(e.field("panic"), Some(*message), "{e:#?}");
+        assert_eq!(e.field("task_id"), Some(id.as_u64().to_string().as_str()));
+        let at = e.field("spawned_at").expect("spawned_at");
+        let want = format!("{}:{}:", file!(), line + i as u32);
+        assert!(at.starts_with(&want), "spawned_at {at:?}, expected {want}…");
+    }
+}
