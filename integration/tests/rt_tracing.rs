@@ -190,3 +190,97 @@ fn task_panic_is_an_error_event_with_message_location_and_id() {
         assert!(at.starts_with(&want), "spawned_at {at:?}, expected {want}…");
     }
 }
+
+#[test]
+fn tcp_accept_connect_and_close_are_debug_events_with_addresses_and_reason() {
+    let rec = FieldRecorder::default();
+    let (server_addr, client_addr) = tracing::subscriber::with_default(rec.clone(), || {
+        let rt = weir::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            use futures::AsyncReadExt;
+            let listener = weir::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let server_addr = listener.local_addr().unwrap();
+            let client = weir::net::TcpStream::connect(server_addr).await.unwrap();
+            let client_addr = client.local_addr().unwrap();
+            let (mut server, peer) = listener.accept().await.unwrap();
+            assert_eq!(peer, client_addr);
+            // The client closes first; the server reads end of stream, then closes.
+            drop(client);
+            let mut buf = [0u8; 8];
+            assert_eq!(server.read(&mut buf).await.unwrap(), 0);
+            drop(server);
+            (server_addr, client_addr)
+        })
+    });
+    let accepted = rec.events("weir::net", "accepted");
+    assert_eq!(accepted.len(), 1, "{accepted:#?}");
+    let a = &accepted[0];
+    assert_eq!(a.level, tracing::Level::DEBUG);
+    assert_eq!(a.field("peer"), Some(client_addr.to_string().as_str()));
+    assert_eq!(
+        a.field("local"),
+        Some(format!("Some({server_addr})").as_str())
+    );
+
+    let connected = rec.events("weir::net", "connected");
+    assert_eq!(connected.len(), 1, "{connected:#?}");
+    assert_eq!(
+        connected[0].field("peer"),
+        Some(server_addr.to_string().as_str())
+    );
+
+    let closed = rec.events("weir::net", "closed");
+    assert_eq!(closed.len(), 2, "{closed:#?}");
+    let (client_close, server_close) = (&closed[0], &closed[1]);
+    assert_eq!(client_close.level, tracing::Level::DEBUG);
+    assert_eq!(
+        client_close.field("local"),
+        Some(format!("Some({client_addr})").as_str())
+    );
+    assert_eq!(
+        client_close.field("tcp_state"),
+        Some("ESTABLISHED"),
+        "{client_close:#?}"
+    );
+    assert_eq!(
+        client_close.field("reason"),
+        Some("closed locally while open")
+    );
+    assert_eq!(
+        server_close.field("peer"),
+        Some(format!("Some({client_addr})").as_str())
+    );
+    assert_eq!(
+        server_close.field("tcp_state"),
+        Some("CLOSE_WAIT"),
+        "{server_close:#?}"
+    );
+    assert_eq!(server_close.field("reason"), Some("peer closed first"));
+}
+
+#[test]
+fn unix_accept_is_a_debug_event() {
+    let dir = std::env::temp_dir().join(format!("weir-trace-unix-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("sock");
+    let rec = FieldRecorder::default();
+    tracing::subscriber::with_default(rec.clone(), || {
+        let rt = weir::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let listener = weir::net::UnixListener::bind(&path).unwrap();
+            let _client = weir::net::UnixStream::connect(&path).await.unwrap();
+            let _server = listener.accept().await.unwrap();
+        });
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    let accepted = rec.events("weir::net", "accepted");
+    assert_eq!(accepted.len(), 1, "{accepted:#?}");
+    assert_eq!(accepted[0].level, tracing::Level::DEBUG);
+    let local = accepted[0].field("local").unwrap();
+    assert!(local.contains("sock"), "{local}");
+}
