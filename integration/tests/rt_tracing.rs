@@ -1,5 +1,5 @@
-//! Tracing: the runtime emits spans and events under `weir::task`, `weir::worker` and
-//! `weir::reactor`.
+//! Tracing: the runtime emits spans and events under `weir::task`, `weir::worker`,
+//! `weir::sched` and `weir::net`, with the fields the crate docs promise.
 
 mod common;
 
@@ -84,11 +84,13 @@ fn runtime_emits_task_worker_and_reactor_traces() {
         "weir::task: spawn",
         "weir::task: poll",
         "weir::task: complete",
-        "weir::worker: park",
-        "weir::worker: unpark",
+        "weir::sched: park",
+        "weir::sched: unpark",
+        "weir::worker: runtime started",
         "weir::worker: worker started",
-        "weir::reactor: park",
-        "weir::reactor: wait",
+        "weir::sched: reactor park",
+        "weir::sched: reactor unpark",
+        "weir::sched: wait",
     ] {
         assert!(seen.contains(expected), "missing {expected:?} in {seen:#?}");
     }
