@@ -36,12 +36,13 @@
 //!
 //! | target | level | events |
 //! |---|---|---|
-//! | `weir::worker` | debug | runtime started and shut down, workers started and stopped, workers pinned to CPUs, kernel busy poll applied |
+//! | `weir::worker` | debug | runtime started and shut down, workers started and stopped, workers pinned to CPUs, kernel busy poll applied, the tokio compatibility runtime started and shut down |
 //! | `weir::worker` | warn | a setting that could not be applied (CPU pinning, timer slack, kernel busy poll), `spawn_local` tasks leaked at shutdown |
 //! | `weir::task` | error | a task panicked: the panic message (`panic`), the task id (`task_id`) and where it was spawned (`spawned_at`); also a blocking-pool thread that could not start |
 //! | `weir::task` | trace | each spawn and completion (with its outcome), and a `poll` span around each poll of a task |
 //! | `weir::net` | debug | connections accepted (local and peer address; for a `ShardedListener` also the NAPI id, the accepting worker and the serving worker), TCP connections made and closed (with the kernel's view of why: closed locally, peer closed first, reset…), sharded accept loops started, NAPI id assignments |
 //! | `weir::net` | warn, info | accept out of file descriptors and its recovery, connections that could not be registered |
+//! | `weir::serve` | debug, error | `serve` started on an address and its graceful shutdown (feature `axum`); accept errors it pauses on, make-service failures |
 //! | `weir::reactor` | debug, error | reactor shut down, fallback reactor started, `epoll_pwait2` unavailable; reactor errors |
 //! | `weir::sched` | trace | the scheduler's per-event detail: task and I/O steals, spinning, park and unpark of workers and reactors, every reactor wait, min_wait windows and adaptive min_wait decisions |
 //!
