@@ -28,6 +28,27 @@
 //! The parts: [`runtime`] (build and run), [`task`] (spawn, join, yield), [`time`] (sleep,
 //! timeout, interval), [`io`] (readiness of raw fds), [`signal`] (Ctrl-C and Unix signals).
 //! See `ARCHITECTURE.md` for how they fit.
+//!
+//! # Tracing targets
+//!
+//! weir reports what it does through the `tracing` crate; install a subscriber (e.g.
+//! `tracing-subscriber` with `RUST_LOG`) to see it. The targets:
+//!
+//! | target | level | events |
+//! |---|---|---|
+//! | `weir::worker` | debug | runtime started and shut down, workers started and stopped, workers pinned to CPUs, kernel busy poll applied, the tokio compatibility runtime started and shut down |
+//! | `weir::worker` | warn | a setting that could not be applied (CPU pinning, timer slack, kernel busy poll), `spawn_local` tasks leaked at shutdown |
+//! | `weir::task` | error | a task panicked: the panic message (`panic`), the task id (`task_id`) and where it was spawned (`spawned_at`); also a blocking-pool thread that could not start |
+//! | `weir::task` | trace | each spawn and completion (with its outcome), and a `poll` span around each poll of a task |
+//! | `weir::net` | debug | connections accepted (local and peer address; for a `ShardedListener` also the NAPI id, the accepting worker and the serving worker), TCP connections made and closed (with the kernel's view of why: closed locally, peer closed first, reset…), sharded accept loops started, NAPI id assignments |
+//! | `weir::net` | warn, info | accept out of file descriptors and its recovery, connections that could not be registered |
+//! | `weir::serve` | debug, error | `serve` started on an address and its graceful shutdown (feature `axum`); accept errors it pauses on, make-service failures |
+//! | `weir::reactor` | debug, error | reactor shut down, fallback reactor started, `epoll_pwait2` unavailable; reactor errors |
+//! | `weir::sched` | trace | the scheduler's per-event detail: task and I/O steals, spinning, park and unpark of workers and reactors, every reactor wait, min_wait windows and adaptive min_wait decisions |
+//!
+//! `RUST_LOG=weir=debug` shows lifecycle events and stays readable under load. `weir=trace`
+//! adds a line per task event plus the scheduler's detail, which on a busy runtime is many lines
+//! per millisecond; `RUST_LOG=weir=trace,weir::sched=off` keeps the task events without it.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
@@ -65,7 +86,7 @@ pub mod runtime {
 
 /// Spawning tasks and waiting for them.
 pub mod task {
-    pub use weir_executor::task::{Id, id, try_id, yield_now};
+    pub use weir_executor::task::{Id, JoinSet, id, try_id, yield_now};
     pub use weir_executor::{
         AbortHandle, JoinError, JoinHandle, spawn, spawn_blocking, spawn_local,
     };

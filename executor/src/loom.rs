@@ -5,7 +5,7 @@
 
 #[cfg(not(loom))]
 mod imp {
-    pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, fence};
+    pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, fence};
 
     /// `parking_lot::Mutex` with the std-like `lock()` the loom build also has.
     pub(crate) type Mutex<T> = parking_lot::Mutex<T>;
@@ -30,7 +30,7 @@ mod imp {
 #[cfg(loom)]
 mod imp {
     pub(crate) use loom::cell::UnsafeCell;
-    pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, fence};
+    pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, fence};
 
     /// loom's mutex with parking_lot's non-poisoning `lock()`.
     #[derive(Debug)]

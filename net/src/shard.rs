@@ -43,7 +43,8 @@
 //! # Metrics and tracing
 //! [`ShardedListener::stats`] gives per-worker [`NapiStats`]: the ids the worker owns,
 //! connections accepted, handed off out and in, served, and live. Target `weir::net` logs each
-//! new id's assignment (`debug`) and each hand-off with its id (`trace`).
+//! new id's assignment and each accepted connection with its peer, its NAPI id, the worker that
+//! accepted it and the worker that serves it (`debug`).
 
 use std::fmt;
 use std::future::{Future, poll_fn};
@@ -566,13 +567,21 @@ where
     let listener = TcpListener::from_std_with_handle(std, &my_reactor)?;
     tracing::debug!(target: "weir::net", worker = me, addr = %shared.local_addr, "sharded accept loop started");
     loop {
-        let (sock, peer) = poll_fn(|cx| listener.poll_accept_std(cx)).await?;
+        let (sock, peer) = poll_fn(|cx| listener.poll_accept_std_unlogged(cx)).await?;
         shared.counters[me].accepted.fetch_add(1, Ordering::Relaxed);
         if nodelay {
             let _ = sock.set_nodelay(true);
         }
         let id = napi_id(&sock).unwrap_or(0);
         if id == 0 {
+            tracing::debug!(
+                target: "weir::net",
+                fd = sock.as_raw_fd(),
+                local = %shared.local_addr,
+                %peer,
+                worker = me,
+                "accepted"
+            );
             // No queue to follow: stay on this worker's epoll, as an ordinary task.
             match TcpStream::from_std_with_handle(sock, &my_reactor) {
                 Ok(stream) => start(&shared, me, None, handler.as_ref(), stream, peer),
@@ -595,8 +604,18 @@ where
             shared.counters[owner]
                 .handed_in
                 .fetch_add(1, Ordering::Relaxed);
-            tracing::trace!(target: "weir::net", napi_id = id, from = me, to = owner, %peer, "hand-off");
         }
+        // `worker` serves the connection; it was handed off if that is not `accepted_by`.
+        tracing::debug!(
+            target: "weir::net",
+            fd = sock.as_raw_fd(),
+            local = %shared.local_addr,
+            %peer,
+            napi_id = id,
+            worker = owner,
+            accepted_by = me,
+            "accepted"
+        );
         let reactor = if owner == me {
             my_reactor.clone()
         } else {

@@ -202,10 +202,10 @@ impl Driver {
             Prepare::Block => {}
         }
         let worker = self.handle.inner.index;
-        tracing::trace!(target: "weir::reactor", worker, ?timeout, "park");
+        tracing::trace!(target: "weir::sched", worker, ?timeout, "reactor park");
         let res = self.turn(timeout);
         let notified = self.handle.inner.park.finish_park();
-        tracing::trace!(target: "weir::reactor", worker, notified, "unpark");
+        tracing::trace!(target: "weir::sched", worker, notified, "reactor unpark");
         res
     }
 
@@ -332,7 +332,7 @@ impl Driver {
                 m.windows_full.add_owner(1);
             }
             tracing::trace!(
-                target: "weir::reactor",
+                target: "weir::sched",
                 worker,
                 gathered = w.gathered,
                 spent_ns = w.spent.as_nanos() as u64,
@@ -344,7 +344,7 @@ impl Driver {
             );
         }
         tracing::trace!(
-            target: "weir::reactor",
+            target: "weir::sched",
             worker,
             events = report.events,
             blocked_ns = report.blocked.as_nanos() as u64,
@@ -352,8 +352,9 @@ impl Driver {
             "wait"
         );
         if let Some(open) = self.policy.record(report) {
-            tracing::debug!(
-                target: "weir::reactor",
+            // A decision per wait near the threshold: scheduler detail, not a lifecycle event.
+            tracing::trace!(
+                target: "weir::sched",
                 worker,
                 open,
                 gap_ns = self.policy.gap().as_nanos() as u64,

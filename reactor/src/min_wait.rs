@@ -158,7 +158,7 @@ pub(crate) fn wait(
         return Ok(report);
     }
     tracing::trace!(
-        target: "weir::reactor",
+        target: "weir::sched",
         first_events = n,
         window_ns = (end - first).as_nanos() as u64,
         "min_wait window opened"

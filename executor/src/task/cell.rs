@@ -11,7 +11,7 @@ use std::task::{Context, Poll, Wake, Waker};
 
 use weir_reactor::coop;
 
-use super::join::{Join, JoinError};
+use super::join::{Join, JoinError, panic_message};
 use super::state::{AbortAction, IdleAction, RunAction, ShutdownAction, State, WakeAction};
 use super::{Header, Id, Runnable, Schedule, Task};
 use crate::loom::{Mutex, UnsafeCell};
@@ -220,7 +220,13 @@ where
             // SAFETY: still RUNNING.
             Ok(Poll::Ready(out)) => unsafe { self.drop_future_and_complete(Ok(out)) },
             Err(payload) => {
-                tracing::debug!(target: "weir::task", task_id = id.as_u64(), "task panicked");
+                tracing::error!(
+                    target: "weir::task",
+                    task_id = id.as_u64(),
+                    spawned_at = %self.header.location,
+                    panic = panic_message(&*payload).unwrap_or("Box<dyn Any>"),
+                    "task panicked"
+                );
                 // SAFETY: still RUNNING.
                 unsafe { self.drop_future_and_complete(Err(JoinError::panic(id, payload))) }
             }

@@ -67,6 +67,11 @@ impl<T: 'static> JoinHandle<T> {
         self.raw.header().id
     }
 
+    /// Polls for the output without spending the cooperative budget (the caller spends it).
+    pub(crate) fn poll_join_unbudgeted(&self, cx: &mut Context<'_>) -> Poll<Result<T, JoinError>> {
+        self.raw.poll_join(cx)
+    }
+
     /// A handle that can abort the task but not await it.
     pub fn abort_handle(&self) -> AbortHandle {
         AbortHandle {
@@ -198,10 +203,17 @@ impl JoinError {
             return None;
         };
         let p = p.lock().unwrap_or_else(|e| e.into_inner());
-        p.downcast_ref::<&'static str>()
-            .map(|s| s.to_string())
-            .or_else(|| p.downcast_ref::<String>().cloned())
+        panic_message(&**p).map(str::to_owned)
     }
+}
+
+/// The message of a panic payload, if it is one (`panic!` with a literal or a format string
+/// gives a `&str` or a `String`; `panic_any` can give anything).
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> Option<&str> {
+    payload
+        .downcast_ref::<&'static str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
 }
 
 impl fmt::Display for JoinError {

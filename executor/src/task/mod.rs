@@ -4,10 +4,14 @@
 //! scheduler, the future-then-output stage, and the join waker — one allocation. It is seen
 //! through two trait objects: `Task` (`Arc<dyn Runnable>`, what run queues hold) and
 //! `Arc<dyn Join<T>>` (what a [`JoinHandle`] holds). The task's `Waker` is the same `Arc`.
+//!
+//! A [`JoinSet`] (`task/join_set.rs`) holds many join handles and polls only those whose task
+//! completed.
 
 mod cell;
 mod id;
 mod join;
+mod join_set;
 mod owned;
 mod state;
 mod yield_now;
@@ -19,6 +23,7 @@ pub(crate) use cell::new_task;
 pub(crate) use id::set_current as set_current_id;
 pub use id::{Id, id, try_id};
 pub use join::{AbortHandle, JoinError, JoinHandle};
+pub use join_set::JoinSet;
 pub(crate) use owned::OwnedTasks;
 pub use yield_now::yield_now;
 

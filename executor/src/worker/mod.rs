@@ -218,6 +218,7 @@ impl Shared {
             idle_cores: parking_lot::Mutex::new(Vec::new()),
             core_waiters: parking_lot::Mutex::new(Vec::new()),
         });
+        tracing::debug!(target: "weir::worker", workers = n, current_thread, "runtime started");
         (shared, cores)
     }
 
@@ -283,7 +284,7 @@ impl Shared {
     /// Wakes one sleeping worker if none is searching.
     pub(crate) fn notify_parked(&self) {
         if let Some(w) = self.idle.worker_to_notify() {
-            tracing::trace!(target: "weir::worker", worker = w, "notify sleeping worker");
+            tracing::trace!(target: "weir::sched", worker = w, "notify sleeping worker");
             self.remotes[w].reactor.unpark();
         }
     }
@@ -579,7 +580,7 @@ impl Worker<'_> {
                 let m = &self.remote.metrics;
                 m.steals.add_owner(1);
                 m.stolen_tasks.add_owner(q.local.len() as u64 + 1);
-                tracing::trace!(target: "weir::worker", worker = self.cx.index, from = w, "stole tasks");
+                tracing::trace!(target: "weir::sched", worker = self.cx.index, from = w, "stole tasks");
                 return Some(t);
             }
         }
@@ -615,7 +616,7 @@ impl Worker<'_> {
                 Ok(0) => {}
                 Ok(k) => {
                     self.remote.metrics.io_steals.add_owner(1);
-                    tracing::trace!(target: "weir::worker", worker = self.cx.index, from = w, woken = k, "stole I/O events");
+                    tracing::trace!(target: "weir::sched", worker = self.cx.index, from = w, woken = k, "stole I/O events");
                     total += k;
                 }
                 Err(e) => {

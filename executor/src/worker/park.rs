@@ -47,12 +47,12 @@ impl Worker<'_> {
             };
             if let Some(found) = found {
                 m.spins_found.add_owner(1);
-                tracing::trace!(target: "weir::worker", worker = self.cx.index, "spin found work");
+                tracing::trace!(target: "weir::sched", worker = self.cx.index, "spin found work");
                 return Spin::Found(found);
             }
             if self.shared.is_shutdown() || Instant::now() >= deadline {
                 m.spins_gave_up.add_owner(1);
-                tracing::trace!(target: "weir::worker", worker = self.cx.index, "spin gave up");
+                tracing::trace!(target: "weir::sched", worker = self.cx.index, "spin gave up");
                 return Spin::GaveUp;
             }
             std::hint::spin_loop();
@@ -69,7 +69,7 @@ impl Worker<'_> {
             return;
         }
         self.remote.metrics.parks.add_owner(1);
-        tracing::trace!(target: "weir::worker", worker = index, "park");
+        tracing::trace!(target: "weir::sched", worker = index, "park");
         self.cx.in_dispatch.set(true);
         if let Err(e) = self.core.driver.park(None) {
             tracing::error!(target: "weir::reactor", worker = index, error = %e, "reactor wait failed");
@@ -79,7 +79,7 @@ impl Worker<'_> {
         self.core.searching = idle.remove_sleeper(index);
         self.notify_after_dispatch();
         tracing::trace!(
-            target: "weir::worker",
+            target: "weir::sched",
             worker = index,
             notified = self.core.searching,
             "unpark"

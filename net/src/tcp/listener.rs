@@ -291,10 +291,38 @@ impl TcpListener {
         &self,
         cx: &mut Context<'_>,
     ) -> Poll<io::Result<(std::net::TcpStream, SocketAddr)>> {
+        let r = ready!(self.poll_accept_std_unlogged(cx));
+        Poll::Ready(self.log_accept(r))
+    }
+
+    /// [`poll_accept_std`](Self::poll_accept_std) without the debug line: for the sharded
+    /// acceptor, which logs its own (with the worker the connection goes to).
+    pub(crate) fn poll_accept_std_unlogged(
+        &self,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<(std::net::TcpStream, SocketAddr)>> {
         let mut backoff = self.poll_backoff.lock();
         self.poll_accept_with(cx, &mut backoff, |cx| {
             self.io.registration().poll_ready(cx, Direction::Read)
         })
+    }
+
+    /// Logs an accepted connection at debug level (target `weir::net`).
+    fn log_accept(
+        &self,
+        r: io::Result<(std::net::TcpStream, SocketAddr)>,
+    ) -> io::Result<(std::net::TcpStream, SocketAddr)> {
+        if let Ok((stream, peer)) = &r {
+            // The fields (a `getsockname(2)`) are evaluated only when the event is enabled.
+            tracing::debug!(
+                target: "weir::net",
+                fd = stream.as_raw_fd(),
+                local = ?self.local_addr().ok(),
+                %peer,
+                "accepted"
+            );
+        }
+        r
     }
 
     /// A stream of accepted connections (it never ends). Each stream keeps its own wait state,
@@ -437,9 +465,10 @@ impl Future for AcceptStd<'_> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         let readiness = &mut this.readiness;
-        this.listener.poll_accept_with(cx, &mut this.backoff, |cx| {
+        let r = ready!(this.listener.poll_accept_with(cx, &mut this.backoff, |cx| {
             Pin::new(&mut *readiness).poll(cx)
-        })
+        }));
+        Poll::Ready(this.listener.log_accept(r))
     }
 }
 

@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::io;
+use std::mem::ManuallyDrop;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::task::{Context, Poll};
@@ -95,6 +96,14 @@ impl TcpStream {
         if let Some(e) = stream.io.get_ref().take_error()? {
             return Err(e);
         }
+        // The fields are evaluated only when the event is enabled.
+        tracing::debug!(
+            target: "weir::net",
+            fd = stream.io.as_raw_fd(),
+            local = ?stream.local_addr().ok(),
+            peer = %addr,
+            "connected"
+        );
         Ok(stream)
     }
 
@@ -153,7 +162,12 @@ impl TcpStream {
     /// # Errors
     /// None at present; the `Result` mirrors tokio's signature.
     pub fn into_std(self) -> io::Result<std::net::TcpStream> {
-        Ok(self.io.into_inner())
+        // Not a close: skip `Drop` (its log line), and move `io` out.
+        let this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never dropped nor used again, so `io` is read exactly once and
+        // ends up with a single owner.
+        let io = unsafe { std::ptr::read(&this.io) };
+        Ok(io.into_inner())
     }
 
     /// The local address of the connection.
@@ -319,6 +333,66 @@ fn least_loaded_worker_reactor() -> Option<Handle> {
         }
     }
     Some(best)
+}
+
+impl Drop for TcpStream {
+    /// Logs the close at debug level (target `weir::net`); the socket is deregistered and
+    /// closed by `io`'s own drop.
+    fn drop(&mut self) {
+        if !tracing::enabled!(target: "weir::net", tracing::Level::DEBUG) {
+            return;
+        }
+        let sock = self.io.get_ref();
+        let (state, reason) = close_reason(sock.as_raw_fd());
+        tracing::debug!(
+            target: "weir::net",
+            fd = sock.as_raw_fd(),
+            local = ?sock.local_addr().ok(),
+            peer = ?sock.peer_addr().ok(),
+            tcp_state = state,
+            reason,
+            error = ?sock.take_error().ok().flatten(),
+            "closed"
+        );
+    }
+}
+
+/// Why a TCP connection is being closed, as far as the kernel's connection state tells
+/// (`TCP_INFO`): `(state name, reason)`. Costs one `getsockopt(2)`, made only when the close is
+/// logged — nothing is tracked while the connection is in use.
+fn close_reason(fd: RawFd) -> (&'static str, &'static str) {
+    // `tcpi_state` is the first byte of `struct tcp_info`; the kernel copies no more than the
+    // length it is given.
+    let mut state: u8 = 0;
+    let mut len = 1 as libc::socklen_t;
+    // SAFETY: `state` is a live byte and `len` says so; `fd` is open (borrowed from the stream
+    // being dropped).
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&raw mut state).cast(),
+            &mut len,
+        )
+    };
+    if r != 0 || len < 1 {
+        return ("unknown", "unknown");
+    }
+    // The values of the kernel's `enum tcp_state` (include/net/tcp_states.h).
+    match state {
+        1 => ("ESTABLISHED", "closed locally while open"),
+        2 => ("SYN_SENT", "connect abandoned"),
+        3 => ("SYN_RECV", "closed during the handshake"),
+        4 => ("FIN_WAIT1", "closed locally after shutting down writes"),
+        5 => ("FIN_WAIT2", "closed locally after shutting down writes"),
+        6 => ("TIME_WAIT", "both sides closed"),
+        7 => ("CLOSE", "reset or aborted"),
+        8 => ("CLOSE_WAIT", "peer closed first"),
+        9 => ("LAST_ACK", "both sides closed"),
+        11 => ("CLOSING", "both sides closed"),
+        _ => ("unknown", "unknown"),
+    }
 }
 
 /// `true` if `O_NONBLOCK` is set on `fd` (debug assertions only).

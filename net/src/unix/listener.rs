@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::net;
 use std::path::Path;
 use std::pin::Pin;
@@ -110,6 +111,14 @@ impl UnixListener {
     fn accept_std(&self) -> io::Result<(net::UnixStream, SocketAddr)> {
         let (stream, addr) = self.io.get_ref().accept()?;
         stream.set_nonblocking(true)?;
+        // The fields (a `getsockname(2)`) are evaluated only when the event is enabled.
+        tracing::debug!(
+            target: "weir::net",
+            fd = stream.as_raw_fd(),
+            local = ?self.io.get_ref().local_addr().ok(),
+            peer = ?addr,
+            "accepted"
+        );
         Ok((stream, addr))
     }
 }
