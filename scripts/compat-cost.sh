@@ -26,8 +26,8 @@ server=
 cleanup() { [ -n "$server" ] && kill "$server" 2>/dev/null; rm -f "$OUT"; }
 trap cleanup EXIT
 
-cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {print s}'; }
-ctxsw() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ {s += $2} END {print s}'; }
+cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {printf "%.0f\n", s}'; }
+ctxsw() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ {s += $2} END {printf "%.0f\n", s}'; }
 
 for round in $(seq "$ROUNDS"); do
   for mode in "${MODES[@]}"; do
