@@ -1,0 +1,153 @@
+//! [`Listener`]: what `serve` accepts connections from, and [`IncomingStream`], what a
+//! make-service sees of a new connection.
+
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::net::{ShardedListener, TcpListener, TcpStream, UnixListener, UnixStream};
+
+/// How long the accept loop pauses after an accept error it cannot otherwise handle.
+const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
+
+/// A source of connections for [`serve`](super::serve()): the stream type, the peer address type, and how to
+/// accept the next connection.
+///
+/// Implemented for [`TcpListener`], [`ShardedListener`] and
+/// [`UnixListener`]. Implement it for your own listener (e.g. one that wraps TLS around
+/// accepted streams, or sets socket options) to serve it with [`serve`](super::serve()).
+pub trait Listener: Send + 'static {
+    /// The connection stream.
+    type Io: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static;
+    /// The peer address.
+    type Addr: Clone + Send + Sync + fmt::Debug + 'static;
+
+    /// Accepts the next connection. It never fails: errors that end a single connection
+    /// attempt are skipped, and others should be logged and retried after a pause.
+    fn accept(&mut self) -> impl Future<Output = (Self::Io, Self::Addr)> + Send;
+
+    /// The local address the listener is bound to.
+    ///
+    /// # Errors
+    /// The OS error of `getsockname`.
+    fn local_addr(&self) -> io::Result<Self::Addr>;
+}
+
+/// Logs an accept error that the listener could not handle itself, then pauses.
+async fn accept_error(listener: &'static str, e: io::Error) {
+    tracing::error!(target: "weir::serve", listener, error = %e, "accept failed; retrying in {ACCEPT_ERROR_PAUSE:?}");
+    crate::time::sleep(ACCEPT_ERROR_PAUSE).await;
+}
+
+/// Sets `TCP_NODELAY` on an accepted connection (responses are written whole; Nagle would only
+/// hold them back until the peer's ACK).
+fn nodelay(stream: &TcpStream, peer: &SocketAddr) {
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::debug!(target: "weir::serve", %peer, error = %e, "could not set TCP_NODELAY");
+    }
+}
+
+impl Listener for TcpListener {
+    type Io = TcpStream;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (TcpStream, SocketAddr) {
+        loop {
+            match TcpListener::accept(self).await {
+                Ok((stream, peer)) => {
+                    nodelay(&stream, &peer);
+                    return (stream, peer);
+                }
+                Err(e) => accept_error("tcp", e).await,
+            }
+        }
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        TcpListener::local_addr(self)
+    }
+}
+
+impl Listener for UnixListener {
+    type Io = UnixStream;
+    type Addr = crate::net::unix::SocketAddr;
+
+    async fn accept(&mut self) -> (UnixStream, crate::net::unix::SocketAddr) {
+        loop {
+            match UnixListener::accept(self).await {
+                Ok(conn) => return conn,
+                Err(e) => accept_error("unix", e).await,
+            }
+        }
+    }
+
+    fn local_addr(&self) -> io::Result<crate::net::unix::SocketAddr> {
+        UnixListener::local_addr(self)
+    }
+}
+
+/// A [`ShardedListener`] is served by its own per-worker accept
+/// loops (see [`ShardedListener::serve`]): each connection
+/// is served on the worker that owns its NAPI id. `serve` never calls this `accept`; called
+/// directly, it accepts on the calling task from whichever per-worker socket has a connection.
+impl Listener for ShardedListener {
+    type Io = TcpStream;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (TcpStream, SocketAddr) {
+        loop {
+            match ShardedListener::accept(self).await {
+                Ok((stream, peer)) => {
+                    nodelay(&stream, &peer);
+                    return (stream, peer);
+                }
+                Err(e) => accept_error("sharded", e).await,
+            }
+        }
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        Ok(ShardedListener::local_addr(self))
+    }
+}
+
+/// A connection just accepted, handed to a make-service (e.g. axum's
+/// `into_make_service_with_connect_info`) before it is served.
+pub struct IncomingStream<'a, L: Listener> {
+    pub(super) io: &'a L::Io,
+    pub(super) remote_addr: L::Addr,
+}
+
+impl<L: Listener> IncomingStream<'_, L> {
+    /// The connection's stream.
+    pub fn io(&self) -> &L::Io {
+        self.io
+    }
+
+    /// The peer's address.
+    pub fn remote_addr(&self) -> &L::Addr {
+        &self.remote_addr
+    }
+}
+
+impl<L: Listener> fmt::Debug for IncomingStream<'_, L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IncomingStream")
+            .field("remote_addr", &self.remote_addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl axum::extract::connect_info::Connected<IncomingStream<'_, TcpListener>> for SocketAddr {
+    fn connect_info(stream: IncomingStream<'_, TcpListener>) -> SocketAddr {
+        stream.remote_addr
+    }
+}
+
+impl axum::extract::connect_info::Connected<IncomingStream<'_, ShardedListener>> for SocketAddr {
+    fn connect_info(stream: IncomingStream<'_, ShardedListener>) -> SocketAddr {
+        stream.remote_addr
+    }
+}
