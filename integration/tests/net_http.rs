@@ -25,6 +25,8 @@ use hyper::{Method, Request, Response, StatusCode, Version};
 use weir::compat::{WeirExecutor, WeirSleep, WeirTimer};
 use weir::net::{TcpListener, TcpStream};
 
+mod common;
+
 #[path = "../../examples/hello-http.rs"]
 #[allow(dead_code)] // the example's `main` and argument parsing are not used here
 mod hello_http;
@@ -76,9 +78,10 @@ fn have_wrk(test: &str) -> bool {
     match Command::new("wrk").arg("--version").output() {
         Ok(_) => true,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            eprintln!(
-                "SKIPPED {test}: the `wrk` HTTP load generator is not installed \
-                 (`apt-get install -y wrk`; CI installs it)"
+            common::skip(
+                test,
+                "the `wrk` HTTP load generator is not installed (`apt-get install -y wrk`; CI \
+                 installs it)",
             );
             false
         }

@@ -18,6 +18,8 @@ use std::thread;
 use std::time::Duration;
 
 use futures::{AsyncReadExt, AsyncWriteExt};
+
+mod common;
 use weir::net::{ShardedListener, shard};
 use weir::runtime::{Builder, KernelBusyPoll};
 
@@ -47,9 +49,12 @@ impl Lab {
             .expect("run scripts/napi-lab.sh");
         let stderr = String::from_utf8_lossy(&out.stderr);
         if out.status.code() == Some(2) {
-            eprintln!(
-                "SKIPPED {test}: the napi-lab testbed cannot be built here: {}",
-                stderr.trim()
+            common::skip(
+                test,
+                format_args!(
+                    "the napi-lab testbed cannot be built here: {}",
+                    stderr.trim()
+                ),
             );
             return None;
         }
@@ -230,7 +235,10 @@ fn kernel_busy_poll_is_applied_to_every_worker() {
         .expect("non-strict kernel_busy_poll never fails the build");
     match rt.handle().kernel_busy_poll(0) {
         Err(e) if e.raw_os_error() == Some(libc::ENOTTY) => {
-            eprintln!("SKIPPED: this kernel has no EPIOCGPARAMS (Linux < 6.9)");
+            common::skip(
+                "kernel_busy_poll_is_applied_to_every_worker",
+                "this kernel has no EPIOCGPARAMS (Linux < 6.9)",
+            );
             return;
         }
         _ => {}
@@ -372,7 +380,10 @@ fn sharded_listener_outside_a_runtime_is_an_error() {
 fn cpu_steering_sends_connections_to_the_listener_of_the_receiving_cpu() {
     let cpus = weir::runtime::allowed_cpus().expect("affinity mask");
     if cpus.len() < 2 {
-        eprintln!("SKIPPED: CPU steering needs 2 CPUs, this process may use {cpus:?}");
+        common::skip(
+            "cpu_steering_sends_connections_to_the_listener_of_the_receiving_cpu",
+            format_args!("CPU steering needs 2 CPUs, this process may use {cpus:?}"),
+        );
         return;
     }
     let rt = Builder::new_multi_thread()

@@ -127,3 +127,11 @@ pub(crate) fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
             .unwrap_or_else(|_| "<non-string panic>".to_owned()),
     }
 }
+
+/// Reports that `test` was skipped and why, on the process's stderr itself rather than through
+/// `eprintln!` (which the test harness captures and shows only for failures), so that a plain
+/// `cargo test` shows it.
+pub(crate) fn skip(test: &str, why: impl std::fmt::Display) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr().lock(), "SKIPPED {test}: {why}");
+}
