@@ -444,7 +444,10 @@ impl Handle {
     /// The reactor of the current thread and whether this thread owns it, in one lookup.
     /// Outside a runtime, the [fallback reactor](crate::fallback) (never the owner).
     pub(crate) fn current_for_timer() -> (Handle, bool) {
-        let found = CURRENT.with(|c| c.borrow().as_ref().map(|c| (c.handle.clone(), c.owner)));
+        let found = CURRENT
+            .try_with(|c| c.borrow().as_ref().map(|c| (c.handle.clone(), c.owner)))
+            .ok()
+            .flatten();
         match found {
             Some(f) => f,
             None => match crate::fallback::handle() {
@@ -468,7 +471,10 @@ impl Handle {
 
     /// The reactor of the current thread, if any.
     pub fn try_current() -> Option<Handle> {
-        CURRENT.with(|c| c.borrow().as_ref().map(|c| c.handle.clone()))
+        CURRENT
+            .try_with(|c| c.borrow().as_ref().map(|c| c.handle.clone()))
+            .ok()
+            .flatten()
     }
 
     /// Makes this reactor the current one of this thread until the guard is dropped.
@@ -521,38 +527,37 @@ impl Handle {
                 return Ok(0);
             }
         }
-        STEAL_BUF.with(|cell| {
-            let (mut events, mut wake) = cell.take();
-            events.clear();
-            let res = inner.registry.poll_now(&mut events, 64);
-            let mut io_events = 0u64;
-            let mut saw_wake = false;
-            if !events.is_empty() {
-                let set = inner.io.lock();
-                for ev in &events {
-                    if ev.token == WAKE_TOKEN {
-                        saw_wake = true;
-                        continue;
-                    }
-                    io_events += 1;
-                    let (generation, index) = split(ev.token);
-                    if let Some(io) = set.slab.get(index)
-                        && io.generation() == generation
-                    {
-                        io.set_readiness(ev.ready, &mut wake);
-                    }
+        // Fresh buffers while the thread exits (its thread-locals are gone).
+        let (mut events, mut wake) = STEAL_BUF.try_with(|cell| cell.take()).unwrap_or_default();
+        events.clear();
+        let res = inner.registry.poll_now(&mut events, 64);
+        let mut io_events = 0u64;
+        let mut saw_wake = false;
+        if !events.is_empty() {
+            let set = inner.io.lock();
+            for ev in &events {
+                if ev.token == WAKE_TOKEN {
+                    saw_wake = true;
+                    continue;
+                }
+                io_events += 1;
+                let (generation, index) = split(ev.token);
+                if let Some(io) = set.slab.get(index)
+                    && io.generation() == generation
+                {
+                    io.set_readiness(ev.ready, &mut wake);
                 }
             }
-            if saw_wake {
-                // The owner may have parked since the check above: hand its wake-up back.
-                let _ = inner.registry.wake();
-            }
-            inner.metrics.events_stolen.add_shared(io_events);
-            let n = wake.len();
-            wake.drain(..).for_each(Waker::wake);
-            cell.set((events, wake));
-            res.map(|_| n)
-        })
+        }
+        if saw_wake {
+            // The owner may have parked since the check above: hand its wake-up back.
+            let _ = inner.registry.wake();
+        }
+        inner.metrics.events_stolen.add_shared(io_events);
+        let n = wake.len();
+        wake.drain(..).for_each(Waker::wake);
+        let _ = STEAL_BUF.try_with(|cell| cell.set((events, wake)));
+        res.map(|_| n)
     }
 
     /// How many fds are registered with this reactor right now.
@@ -579,11 +584,13 @@ impl Handle {
 
     /// `true` if the current thread owns this reactor (entered through [`Driver::enter`]).
     pub fn is_owned_by_current_thread(&self) -> bool {
-        CURRENT.with(|c| {
-            c.borrow()
-                .as_ref()
-                .is_some_and(|c| c.owner && Arc::ptr_eq(&c.handle.inner, &self.inner))
-        })
+        CURRENT
+            .try_with(|c| {
+                c.borrow()
+                    .as_ref()
+                    .is_some_and(|c| c.owner && Arc::ptr_eq(&c.handle.inner, &self.inner))
+            })
+            .unwrap_or(false)
     }
 
     /// `true` once the reactor has shut down.
@@ -768,6 +775,8 @@ struct Current {
 }
 
 thread_local! {
+    /// Every access uses `try_with`: a runtime kept in a thread-local may shut down (and enter
+    /// its reactors) while the thread exits, after this one has been destroyed.
     static CURRENT: RefCell<Option<Current>> = const { RefCell::new(None) };
 }
 
@@ -775,21 +784,35 @@ thread_local! {
 #[must_use = "the reactor stays current only while the guard lives"]
 pub struct EnterGuard {
     prev: Option<Current>,
+    /// `false` if the thread-local was already destroyed when entering: nothing to restore.
+    entered: bool,
     _not_send: PhantomData<*const ()>,
 }
 
 fn enter(handle: Handle, owner: bool) -> EnterGuard {
-    let prev = CURRENT.with(|c| c.borrow_mut().replace(Current { handle, owner }));
-    EnterGuard {
-        prev,
-        _not_send: PhantomData,
+    match CURRENT.try_with(|c| c.replace(Some(Current { handle, owner }))) {
+        Ok(prev) => EnterGuard {
+            prev,
+            entered: true,
+            _not_send: PhantomData,
+        },
+        Err(_) => EnterGuard {
+            prev: None,
+            entered: false,
+            _not_send: PhantomData,
+        },
     }
 }
 
 impl Drop for EnterGuard {
     fn drop(&mut self) {
+        if !self.entered {
+            return;
+        }
         let prev = self.prev.take();
-        let _ = CURRENT.try_with(|c| *c.borrow_mut() = prev);
+        // Replaced, then dropped outside the borrow (a last handle's destructor may look here).
+        let entered = CURRENT.try_with(|c| c.replace(prev));
+        drop(entered);
     }
 }
 

@@ -135,3 +135,69 @@ pub(crate) fn skip(test: &str, why: impl std::fmt::Display) {
     use std::io::Write as _;
     let _ = writeln!(std::io::stderr().lock(), "SKIPPED {test}: {why}");
 }
+
+/// The environment variable that marks a child process started by [`run_in_child`]; its value
+/// is the name of the test the child runs.
+pub(crate) const CHILD_ENV: &str = "WEIR_TEST_CHILD";
+
+/// `true` in the child process [`run_in_child`] started for the test `name`.
+pub(crate) fn in_child(name: &str) -> bool {
+    std::env::var(CHILD_ENV).is_ok_and(|v| v == name)
+}
+
+/// Runs the test `name` of this test binary in a child process (marked by [`CHILD_ENV`]) and
+/// asserts that it ran and passed: a child that aborts, is killed by a signal or is still
+/// running after `limit` (it is then killed) fails here. For behaviour that takes the whole
+/// process down when it breaks.
+#[track_caller]
+pub(crate) fn run_in_child(name: &str, limit: std::time::Duration) {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, name)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("re-run the test binary");
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let stdout = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let stderr = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let deadline = std::time::Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for the child") {
+            break Some(status);
+        }
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    let stdout = stdout.join().unwrap();
+    let stderr = stderr.join().unwrap();
+    let Some(status) = status else {
+        panic!(
+            "child `{name}` still ran after {limit:?}\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
+        );
+    };
+    assert!(
+        status.success(),
+        "child `{name}` failed: {status:?}\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
+    );
+    assert!(
+        stdout.contains("1 passed"),
+        "child `{name}` did not run the test\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
+    );
+}
