@@ -30,6 +30,7 @@ mod context;
 mod inject;
 mod loom;
 mod metrics;
+mod parker;
 mod queue;
 mod runtime;
 pub mod task;

@@ -1,5 +1,5 @@
 //! Synchronisation primitives of the model-checked parts (run queue, inject queue, task state,
-//! waker, idle set), routed through `loom` under `cfg(loom)` so `RUSTFLAGS="--cfg loom"` tests
+//! waker, idle set, the `block_on` parker), routed through `loom` under `cfg(loom)` so `RUSTFLAGS="--cfg loom"` tests
 //! explore their interleavings. `Arc` is std's in both cases (loom's cannot unsize to
 //! `Arc<dyn Runnable>`); reference counts are not what the models check.
 
@@ -9,6 +9,24 @@ mod imp {
 
     /// `parking_lot::Mutex` with the std-like `lock()` the loom build also has.
     pub(crate) type Mutex<T> = parking_lot::Mutex<T>;
+    pub(crate) type MutexGuard<'a, T> = parking_lot::MutexGuard<'a, T>;
+
+    /// `parking_lot::Condvar` with loom's guard-passing `wait`.
+    #[derive(Debug, Default)]
+    pub(crate) struct Condvar(parking_lot::Condvar);
+
+    impl Condvar {
+        pub(crate) const fn new() -> Condvar {
+            Condvar(parking_lot::Condvar::new())
+        }
+        pub(crate) fn wait<'a, T>(&self, mut guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+            self.0.wait(&mut guard);
+            guard
+        }
+        pub(crate) fn notify_one(&self) {
+            self.0.notify_one();
+        }
+    }
 
     /// An `UnsafeCell` with loom's closure-based access API.
     #[derive(Debug)]
@@ -46,8 +64,26 @@ mod imp {
         pub(crate) fn new(v: T) -> Mutex<T> {
             Mutex(loom::sync::Mutex::new(v))
         }
-        pub(crate) fn lock(&self) -> loom::sync::MutexGuard<'_, T> {
+        pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
             self.0.lock().unwrap()
+        }
+    }
+
+    pub(crate) type MutexGuard<'a, T> = loom::sync::MutexGuard<'a, T>;
+
+    /// loom's condition variable with a non-poisoning `wait`.
+    #[derive(Debug, Default)]
+    pub(crate) struct Condvar(loom::sync::Condvar);
+
+    impl Condvar {
+        pub(crate) fn new() -> Condvar {
+            Condvar(loom::sync::Condvar::new())
+        }
+        pub(crate) fn wait<'a, T>(&self, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+            self.0.wait(guard).unwrap()
+        }
+        pub(crate) fn notify_one(&self) {
+            self.0.notify_one();
         }
     }
 }

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::panic::Location;
 use std::pin::pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Poll, Waker};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -15,6 +15,7 @@ use weir_reactor::coop;
 use crate::compat::CompatRuntime;
 use crate::context::{self, EnterGuard};
 use crate::metrics::RuntimeMetrics;
+use crate::parker::Parker;
 use crate::task::JoinHandle;
 use crate::worker::{self, Core, Shared};
 
@@ -175,13 +176,42 @@ impl Runtime {
     /// Shuts down, waiting at most `timeout` for workers stuck in a task and for running
     /// blocking closures; threads still busy after that are detached (they exit when their work
     /// returns).
+    ///
+    /// # Panics
+    /// Inside an asynchronous context (a task, or a `block_on`) with a non-zero `timeout`: the
+    /// wait would stall the runtime this thread drives. The runtime is shut down without
+    /// waiting before the panic. Use [`shutdown_background`](Self::shutdown_background) there.
+    #[track_caller]
     pub fn shutdown_timeout(mut self, timeout: Duration) {
+        if !timeout.is_zero() {
+            self.refuse_blocking_in_async();
+        }
         self.shutdown(Some(Instant::now() + timeout));
     }
 
-    /// Shuts down without waiting for anything that is still running.
-    pub fn shutdown_background(self) {
-        self.shutdown_timeout(Duration::ZERO);
+    /// Shuts down without waiting for anything that is still running. Unlike dropping the
+    /// runtime, this is allowed inside asynchronous code.
+    pub fn shutdown_background(mut self) {
+        self.shutdown(Some(Instant::now()));
+    }
+
+    /// Inside async code, shuts down without waiting, then panics (unless already panicking):
+    /// waiting for the workers and the blocking pool there could stall the caller's runtime for
+    /// good.
+    #[track_caller]
+    fn refuse_blocking_in_async(&mut self) {
+        if self.done || !context::is_in_runtime() {
+            return;
+        }
+        self.shutdown(Some(Instant::now()));
+        if !thread::panicking() {
+            panic!(
+                "cannot drop a weir runtime inside an asynchronous context (a task, or a \
+                 `block_on`): shutting it down waits for its threads, which could stall the \
+                 runtime this thread drives. Drop it outside async code, move it to \
+                 `weir::task::spawn_blocking`, or call `Runtime::shutdown_background`"
+            );
+        }
     }
 
     /// Shutdown, in this order:
@@ -243,6 +273,7 @@ impl Runtime {
 
 impl Drop for Runtime {
     fn drop(&mut self) {
+        self.refuse_blocking_in_async();
         self.shutdown(None);
     }
 }
@@ -253,18 +284,6 @@ impl fmt::Debug for Runtime {
             .field("flavor", &self.flavor)
             .field("workers", &self.handle.shared.remotes.len())
             .finish_non_exhaustive()
-    }
-}
-
-/// Wakes a thread blocked in `block_on` on a multi-thread runtime.
-struct ThreadWaker(thread::Thread);
-
-impl Wake for ThreadWaker {
-    fn wake(self: Arc<Self>) {
-        self.0.unpark();
-    }
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.0.unpark();
     }
 }
 
@@ -376,17 +395,22 @@ impl Handle {
     /// As [`Runtime::block_on`].
     #[track_caller]
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
-        if worker::is_worker_thread() {
+        if context::is_in_runtime() {
             panic!(
-                "cannot block_on from a weir worker thread: it would stop the worker. Use \
-                 `.await`, or move the blocking call into `spawn_blocking`"
+                "cannot block_on inside an asynchronous context: this thread is already driving \
+                 a weir runtime (it runs a task, or another `block_on`), and blocking it would \
+                 stall that runtime. Use `.await` instead; run blocking code with \
+                 `weir::task::spawn_blocking`, or wrap it in `weir::task::block_in_place` on a \
+                 multi-thread runtime"
             );
         }
+        let _in_runtime = context::set_in_runtime(true);
         let _enter = self.enter();
         let mut future = pin!(future);
         let shared = &self.shared;
-        let thread_waker = Arc::new(ThreadWaker(thread::current()));
-        let waker = Waker::from(thread_waker);
+        // Not the thread's park token: the future may use that one itself.
+        let parker = Arc::new(Parker::new());
+        let waker = Waker::from(parker.clone());
         let mut cx = Context::from_waker(&waker);
         loop {
             // Current-thread flavour: drive the runtime here if its core is free.
@@ -435,10 +459,10 @@ impl Handle {
                     }
                 }
                 if shared.idle_cores.lock().is_empty() {
-                    thread::park();
+                    parker.park();
                 }
             } else {
-                thread::park();
+                parker.park();
             }
         }
     }

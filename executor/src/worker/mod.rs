@@ -160,11 +160,6 @@ impl Drop for SetWorker {
     }
 }
 
-/// `true` if this thread is running a weir worker (of any runtime).
-pub(crate) fn is_worker_thread() -> bool {
-    with_current(|cx| cx.is_some())
-}
-
 /// The index of the worker running on this thread, if it belongs to `shared`'s runtime.
 pub(crate) fn current_index() -> Option<usize> {
     with_current(|cx| cx.map(|cx| cx.index))
@@ -393,6 +388,8 @@ pub(crate) fn run<F: Future>(
         local_thread: Cell::new(core.local_thread),
     };
     let out = {
+        // Tasks polled here must not block on a runtime (`block_on`), nor drop one.
+        let _in_runtime = crate::context::set_in_runtime(true);
         let _worker = SetWorker::new(&cx);
         let _reactor = core.driver.enter();
         let mut worker = Worker {
