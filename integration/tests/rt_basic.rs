@@ -184,3 +184,102 @@ fn current_thread_runtime_survives_a_panicking_block_on() {
         6
     );
 }
+
+/// Records `weir::task::try_id()` when dropped.
+struct RecordIdOnDrop(Arc<std::sync::Mutex<Option<Option<weir::task::Id>>>>);
+
+impl Drop for RecordIdOnDrop {
+    fn drop(&mut self) {
+        *self.0.lock().unwrap() = Some(weir::task::try_id());
+    }
+}
+
+rt_test! {
+    fn task_id_is_set_while_an_aborted_task_is_dropped(rt) {
+        let seen = Arc::new(std::sync::Mutex::new(None));
+        let s = seen.clone();
+        rt.block_on(async move {
+            // Made outside the task: dropped with the future even if the abort lands first.
+            let guard = RecordIdOnDrop(s);
+            let h = weir::spawn(async move {
+                let _guard = guard;
+                std::future::pending::<()>().await;
+            });
+            weir::task::yield_now().await;
+            h.abort();
+            let id = h.id();
+            assert!(h.await.unwrap_err().is_cancelled());
+            assert_eq!(*seen.lock().unwrap(), Some(Some(id)), "the future's Drop saw the task's id");
+        });
+    }
+}
+
+rt_test! {
+    fn task_id_is_set_while_the_output_is_dropped_with_its_join_handle(rt) {
+        let seen = Arc::new(std::sync::Mutex::new(None));
+        let s = seen.clone();
+        rt.block_on(async move {
+            let h = weir::spawn(async move { RecordIdOnDrop(s) });
+            while !h.is_finished() {
+                weir::task::yield_now().await;
+            }
+            let id = h.id();
+            // The output is still in the task: dropping the handle drops it.
+            drop(h);
+            assert_eq!(*seen.lock().unwrap(), Some(Some(id)), "the output's Drop saw the task's id");
+        });
+    }
+}
+
+rt_test! {
+    fn a_panicking_task_drops_its_future_during_the_unwind(rt) {
+        struct SeesPanicking(Arc<std::sync::Mutex<Option<bool>>>);
+        impl Drop for SeesPanicking {
+            fn drop(&mut self) {
+                *self.0.lock().unwrap() = Some(std::thread::panicking());
+            }
+        }
+        /// A future whose poll panics; its fields are dropped only when the task drops it.
+        struct PanicsInPoll(#[allow(dead_code)] SeesPanicking);
+        impl std::future::Future for PanicsInPoll {
+            type Output = ();
+            fn poll(
+                self: std::pin::Pin<&mut Self>,
+                _cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<()> {
+                panic!("the poll panics");
+            }
+        }
+        let seen = Arc::new(std::sync::Mutex::new(None));
+        let s = seen.clone();
+        rt.block_on(async move {
+            let h = weir::spawn(PanicsInPoll(SeesPanicking(s)));
+            assert!(h.await.unwrap_err().is_panic());
+            assert_eq!(*seen.lock().unwrap(), Some(true), "Drop ran during the unwind");
+        });
+    }
+}
+
+rt_test! {
+    fn aborting_a_task_whose_drop_panics_gives_a_panic_join_error(rt) {
+        struct PanicsOnDrop;
+        impl Drop for PanicsOnDrop {
+            fn drop(&mut self) {
+                panic!("drop panics");
+            }
+        }
+        rt.block_on(async {
+            // Made outside the task: dropped with the future even if the abort lands first.
+            let guard = PanicsOnDrop;
+            let h = weir::spawn(async move {
+                let _guard = guard;
+                std::future::pending::<()>().await;
+            });
+            weir::task::yield_now().await;
+            h.abort();
+            let err = h.await.unwrap_err();
+            assert!(err.is_panic(), "{err:?}");
+            assert_eq!(common::panic_message(err.into_panic()), "drop panics");
+        });
+    }
+}

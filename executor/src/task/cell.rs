@@ -113,20 +113,17 @@ where
         self.stage.with_mut(|p| unsafe { *p = stage });
     }
 
-    /// Drops the future (a panic in its destructor is swallowed), then completes with `out`.
+    /// Drops the future, with the task's id current for its destructors. Returns the payload
+    /// if a destructor panicked.
     ///
     /// # Safety
     /// The caller holds `RUNNING`.
-    unsafe fn drop_future_and_complete(self: &Arc<Self>, out: Result<F::Output, JoinError>) {
+    unsafe fn drop_future(&self) -> std::thread::Result<()> {
+        let _id = super::set_current_id(self.header.id);
         // SAFETY: RUNNING is held (caller's contract).
-        let dropped = panic::catch_unwind(AssertUnwindSafe(|| unsafe {
+        panic::catch_unwind(AssertUnwindSafe(|| unsafe {
             self.set_stage(Stage::Consumed)
-        }));
-        if let Err(payload) = dropped {
-            forget_payload(payload);
-        }
-        // SAFETY: RUNNING is still held.
-        unsafe { self.complete(out) };
+        }))
     }
 
     /// Stores the output, publishes `COMPLETE`, notifies the join side, releases the task.
@@ -149,6 +146,7 @@ where
             }
         } else {
             // No JoinHandle: the output is ours to drop.
+            let _id = super::set_current_id(self.header.id);
             // SAFETY: with JOIN_INTEREST unset when COMPLETE was set, nobody else touches it.
             let r = panic::catch_unwind(AssertUnwindSafe(|| unsafe {
                 self.set_stage(Stage::Consumed)
@@ -161,12 +159,40 @@ where
         self.scheduler.release(&self.header);
     }
 
+    /// Drops the future and completes with a cancellation — or with a panic if the future's
+    /// destructor panicked (the caller of `abort` learns of it, as with tokio).
+    ///
     /// # Safety
     /// The caller holds `RUNNING`.
     unsafe fn cancel(self: &Arc<Self>) {
         let id = self.header.id;
         // SAFETY: forwarded.
-        unsafe { self.drop_future_and_complete(Err(JoinError::cancelled(id))) };
+        let out = match unsafe { self.drop_future() } {
+            Ok(()) => JoinError::cancelled(id),
+            Err(payload) => {
+                tracing::error!(
+                    target: "weir::task",
+                    task_id = id.as_u64(),
+                    spawned_at = %self.header.location,
+                    panic = panic_message(&*payload).unwrap_or("Box<dyn Any>"),
+                    "task panicked while being cancelled"
+                );
+                JoinError::panic(id, payload)
+            }
+        };
+        // SAFETY: RUNNING is still held and the stage is `Consumed`.
+        unsafe { self.complete(Err(out)) };
+    }
+}
+
+/// Drops the future of a task whose poll is unwinding.
+struct DropFutureOnUnwind<'a, F: Future, S>(&'a Cell<F, S>);
+
+impl<F: Future, S> Drop for DropFutureOnUnwind<'_, F, S> {
+    fn drop(&mut self) {
+        // SAFETY: created (and forgotten unless unwinding) inside a poll, while the thread holds
+        // `RUNNING`, which gives it exclusive access to the stage.
+        self.0.stage.with_mut(|p| unsafe { *p = Stage::Consumed });
     }
 }
 
@@ -206,8 +232,13 @@ where
             let waker = waker_ref(&self);
             let mut cx = Context::from_waker(&waker);
             panic::catch_unwind(AssertUnwindSafe(|| {
+                // A poll that panics drops its future during the unwind, as tokio does (its
+                // destructors see `thread::panicking()`); a destructor that panics then aborts.
+                let on_unwind = DropFutureOnUnwind(&*self);
                 // SAFETY: RUNNING acquired above.
-                coop::budget(|| unsafe { self.poll_future(&mut cx) })
+                let poll = coop::budget(|| unsafe { self.poll_future(&mut cx) });
+                std::mem::forget(on_unwind);
+                poll
             }))
         };
         match res {
@@ -217,8 +248,15 @@ where
                 // SAFETY: still RUNNING.
                 IdleAction::Cancel => unsafe { self.cancel() },
             },
-            // SAFETY: still RUNNING.
-            Ok(Poll::Ready(out)) => unsafe { self.drop_future_and_complete(Ok(out)) },
+            Ok(Poll::Ready(out)) => {
+                // A panic in the future's destructor is lost: the output is what counts.
+                // SAFETY: still RUNNING.
+                if let Err(payload) = unsafe { self.drop_future() } {
+                    forget_payload(payload);
+                }
+                // SAFETY: still RUNNING; the stage is `Consumed`.
+                unsafe { self.complete(Ok(out)) }
+            }
             Err(payload) => {
                 tracing::error!(
                     target: "weir::task",
@@ -227,8 +265,8 @@ where
                     panic = panic_message(&*payload).unwrap_or("Box<dyn Any>"),
                     "task panicked"
                 );
-                // SAFETY: still RUNNING.
-                unsafe { self.drop_future_and_complete(Err(JoinError::panic(id, payload))) }
+                // SAFETY: still RUNNING; `DropFutureOnUnwind` left the stage `Consumed`.
+                unsafe { self.complete(Err(JoinError::panic(id, payload))) }
             }
         }
     }
@@ -303,7 +341,9 @@ where
 
     fn drop_join_handle(&self) {
         if self.header.state.drop_join_interest().is_err() {
-            // Complete while we still held JOIN_INTEREST: the output is ours to drop.
+            // Complete while we still held JOIN_INTEREST: the output is ours to drop, with the
+            // task's id current for its destructors.
+            let _id = super::set_current_id(self.header.id);
             // SAFETY: as in `poll_join`.
             let r = panic::catch_unwind(AssertUnwindSafe(|| unsafe {
                 self.set_stage(Stage::Consumed)
