@@ -61,13 +61,14 @@ where
     F::Output: Send + 'static,
 {
     let location = Location::caller();
-    context::with_current(|h| match h {
-        Some(h) => h.shared.spawn(future, None, location),
+    // The panic stays out of the closure, where `#[track_caller]` would not reach it.
+    match context::with_current(|h| h.map(|h| h.shared.spawn(future, None, location))) {
+        Some(join) => join,
         None => panic!(
             "weir::spawn called outside a weir runtime: call it from a task, inside \
              `Runtime::block_on`, or after `Runtime::enter`"
         ),
-    })
+    }
 }
 
 /// Spawns a `!Send` task pinned to the current worker: it is only ever polled (and dropped) on
@@ -82,7 +83,14 @@ where
     F: Future + 'static,
     F::Output: 'static,
 {
-    worker::spawn_local(future, Location::caller())
+    match worker::spawn_local(future, Location::caller()) {
+        Some(join) => join,
+        None => panic!(
+            "weir::task::spawn_local must be called on a weir worker thread: from inside a task, \
+             or inside a current-thread runtime's block_on (a multi-thread runtime's block_on \
+             future does not run on a worker)"
+        ),
+    }
 }
 
 /// Runs a blocking closure on the current runtime's blocking pool.
@@ -101,13 +109,13 @@ where
     R: Send + 'static,
 {
     let location = Location::caller();
-    context::with_current(|h| match h {
-        Some(h) => h.shared.blocking.spawn(f, location),
+    match context::with_current(|h| h.map(|h| h.shared.blocking.spawn(f, location))) {
+        Some(join) => join,
         None => panic!(
             "weir::spawn_blocking called outside a weir runtime: call it from a task, inside \
              `Runtime::block_on`, or after `Runtime::enter`"
         ),
-    })
+    }
 }
 
 /// The index of the worker running the current task, or `None` off the workers (e.g. in a

@@ -690,26 +690,20 @@ pub(crate) fn shutdown_core(shared: &Arc<Shared>, core: &mut Core) {
     shared.remotes[index].inbox_len.store(0, Ordering::Release);
 }
 
-/// Spawns a task pinned to the worker running on this thread.
+/// Spawns a task pinned to the worker running on this thread; `None` off the workers.
 pub(crate) fn spawn_local<F>(
     future: F,
     location: &'static Location<'static>,
-) -> JoinHandle<F::Output>
+) -> Option<JoinHandle<F::Output>>
 where
     F: Future + 'static,
     F::Output: 'static,
 {
-    with_current(|cx| match cx {
-        Some(cx) => {
-            cx.local_thread.set(Some(std::thread::current().id()));
-            let shared = cx.shared.clone();
-            shared.spawn(future, Some(cx.index), location)
-        }
-        None => panic!(
-            "weir::task::spawn_local must be called on a weir worker thread: from inside a task, \
-             or inside a current-thread runtime's block_on (a multi-thread runtime's block_on \
-             future does not run on a worker)"
-        ),
+    with_current(|cx| {
+        let cx = cx?;
+        cx.local_thread.set(Some(std::thread::current().id()));
+        let shared = cx.shared.clone();
+        Some(shared.spawn(future, Some(cx.index), location))
     })
 }
 
