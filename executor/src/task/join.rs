@@ -12,7 +12,7 @@ use weir_reactor::coop;
 use super::{Header, Id, Task};
 
 /// The join side of a task, typed by its output.
-pub(crate) trait Join<T>: 'static {
+pub(crate) trait Join<T> {
     fn header(&self) -> &Header;
     fn poll_join(&self, cx: &mut Context<'_>) -> Poll<Result<T, JoinError>>;
     fn drop_join_handle(&self);
@@ -28,20 +28,22 @@ pub(crate) trait Join<T>: 'static {
 /// # Cancel safety
 /// Awaiting is cancel safe: dropping the `.await` loses nothing; the output stays in the task
 /// until the handle is polled again or dropped.
-pub struct JoinHandle<T: 'static> {
+pub struct JoinHandle<T> {
     raw: Arc<dyn Join<T>>,
     _output: PhantomData<T>,
 }
 
 // SAFETY: the task behind `raw` is synchronised by its state machine; the only value that crosses
-// threads through a JoinHandle is the output, hence `T: Send`.
-unsafe impl<T: Send + 'static> Send for JoinHandle<T> {}
+// threads through a JoinHandle is the output, hence `T: Send`. No `T: 'static` here: a future
+// awaiting a `JoinHandle<&'static str>` must be `Send` for whatever lifetime the compiler
+// assigns the output inside it.
+unsafe impl<T: Send> Send for JoinHandle<T> {}
 // SAFETY: `&JoinHandle` only reads the state (atomics) or aborts (atomics + scheduler).
-unsafe impl<T: Send + 'static> Sync for JoinHandle<T> {}
+unsafe impl<T: Send> Sync for JoinHandle<T> {}
 
-impl<T: 'static> Unpin for JoinHandle<T> {}
+impl<T> Unpin for JoinHandle<T> {}
 
-impl<T: 'static> JoinHandle<T> {
+impl<T> JoinHandle<T> {
     pub(crate) fn new(raw: Arc<dyn Join<T>>) -> JoinHandle<T> {
         JoinHandle {
             raw,
@@ -80,7 +82,7 @@ impl<T: 'static> JoinHandle<T> {
     }
 }
 
-impl<T: 'static> Future for JoinHandle<T> {
+impl<T> Future for JoinHandle<T> {
     type Output = Result<T, JoinError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -91,13 +93,13 @@ impl<T: 'static> Future for JoinHandle<T> {
     }
 }
 
-impl<T: 'static> Drop for JoinHandle<T> {
+impl<T> Drop for JoinHandle<T> {
     fn drop(&mut self) {
         self.raw.drop_join_handle();
     }
 }
 
-impl<T: 'static> fmt::Debug for JoinHandle<T> {
+impl<T> fmt::Debug for JoinHandle<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("JoinHandle")
             .field("id", &self.raw.header().id)
