@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
+use crate::config::Hooks;
 use crate::context;
 use crate::runtime::Handle;
 use crate::task::{self, Header, Id, JoinHandle, Schedule, Task};
@@ -28,6 +29,8 @@ pub(crate) struct Pool {
     keep_alive: Duration,
     thread_name: String,
     stack_size: Option<usize>,
+    /// `on_thread_start` / `on_thread_stop`.
+    hooks: Hooks,
     /// The runtime whose context pool threads enter.
     runtime: OnceLock<Weak<Shared>>,
 }
@@ -64,6 +67,7 @@ impl Pool {
         keep_alive: Duration,
         thread_name: String,
         stack_size: Option<usize>,
+        hooks: Hooks,
     ) -> Arc<Pool> {
         Arc::new(Pool {
             state: Mutex::new(State::default()),
@@ -73,6 +77,7 @@ impl Pool {
             keep_alive,
             thread_name,
             stack_size,
+            hooks,
             runtime: OnceLock::new(),
         })
     }
@@ -121,6 +126,8 @@ impl Pool {
             let reactor = h.shared.pick_reactor().enter();
             context::enter(h, Some(reactor))
         });
+        // Inside the runtime: the callbacks may use `Handle::current`.
+        self.hooks.thread_start();
         let mut s = self.state.lock();
         'outer: loop {
             while let Some(task) = s.queue.pop_front() {
@@ -148,6 +155,9 @@ impl Pool {
         s.num_threads -= 1;
         drop(s);
         self.exited.notify_all();
+        // Shutdown joins this thread, so it waits for the callback too.
+        self.hooks.thread_stop();
+        drop(_enter);
     }
 
     /// Stops the pool: queued closures are cancelled, running ones are waited for until

@@ -10,7 +10,7 @@ use weir_reactor::{Backend, Driver, KernelBusyPoll, MinWait};
 
 use crate::blocking;
 use crate::compat::CompatRuntime;
-use crate::config::Config;
+use crate::config::{Config, Hooks};
 use crate::context;
 use crate::runtime::{Alive, Flavor, Handle, Runtime};
 use crate::worker::{self, Shared};
@@ -63,6 +63,8 @@ pub struct Builder {
     pin_workers: bool,
     timer_spin: Duration,
     tokio_compat_threads: usize,
+    name: Option<String>,
+    hooks: Hooks,
 }
 
 impl Builder {
@@ -87,6 +89,8 @@ impl Builder {
             timer_spin: weir_reactor::DEFAULT_TIMER_SPIN,
             pin_workers: false,
             tokio_compat_threads: 0,
+            name: None,
+            hooks: Hooks::default(),
         }
     }
 
@@ -147,6 +151,57 @@ impl Builder {
     /// Prefix of thread names: `{name}-worker-{i}` and `{name}-blocking-{n}`. Default `weir`.
     pub fn thread_name(&mut self, name: impl Into<String>) -> &mut Builder {
         self.thread_name = name.into();
+        self
+    }
+
+    /// The runtime's name, returned by [`Handle::name`] (default: none). It does not change
+    /// thread names; see [`thread_name`](Self::thread_name) for those. [`build`](Self::build)
+    /// rejects an empty name.
+    pub fn name(&mut self, name: impl Into<String>) -> &mut Builder {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Runs `f` on every thread the runtime starts (its workers and its blocking-pool threads),
+    /// on that thread, before the thread does any work. The current-thread flavour runs its
+    /// worker on the thread calling `block_on`, which it does not start: `f` runs only on its
+    /// blocking-pool threads.
+    pub fn on_thread_start<F>(&mut self, f: F) -> &mut Builder
+    where
+        F: Fn() + Send + Sync + 'static,
+    {
+        self.hooks.start = Some(Arc::new(f));
+        self
+    }
+
+    /// Runs `f` on every thread the runtime started, just before the thread exits (a worker at
+    /// shutdown, a blocking-pool thread when it retires or at shutdown).
+    pub fn on_thread_stop<F>(&mut self, f: F) -> &mut Builder
+    where
+        F: Fn() + Send + Sync + 'static,
+    {
+        self.hooks.stop = Some(Arc::new(f));
+        self
+    }
+
+    /// Runs `f` on a worker (of either flavour) just before it blocks in its reactor because
+    /// it found no work. `f` runs inside the runtime: it may spawn tasks, in which case the
+    /// worker does not block.
+    pub fn on_thread_park<F>(&mut self, f: F) -> &mut Builder
+    where
+        F: Fn() + Send + Sync + 'static,
+    {
+        self.hooks.park = Some(Arc::new(f));
+        self
+    }
+
+    /// Runs `f` on a worker just after it returns from blocking in its reactor (see
+    /// [`on_thread_park`](Self::on_thread_park)).
+    pub fn on_thread_unpark<F>(&mut self, f: F) -> &mut Builder
+    where
+        F: Fn() + Send + Sync + 'static,
+    {
+        self.hooks.unpark = Some(Arc::new(f));
         self
     }
 
@@ -398,6 +453,11 @@ impl Builder {
                  weir = { version = \"…\", features = [\"tokio-compat\"] }"
                 .to_string()));
         }
+        if let Some(name) = &self.name
+            && name.trim().is_empty()
+        {
+            return Err(bad(format!("name = {name:?}: must not be empty")));
+        }
         if self.thread_name.contains('\0') {
             return Err(bad(format!(
                 "thread_name = {:?}: must not contain NUL bytes",
@@ -447,6 +507,7 @@ impl Builder {
             self.blocking_keep_alive,
             self.thread_name.clone(),
             self.thread_stack_size,
+            self.hooks.clone(),
         );
         let (compat_runtime, compat) =
             CompatRuntime::start(self.tokio_compat_threads, &self.thread_name)?;
@@ -456,6 +517,8 @@ impl Builder {
             busy_poll: self.busy_poll,
             lifo_slot: self.lifo_slot,
             compat,
+            name: self.name.clone(),
+            hooks: self.hooks.clone(),
         };
         let current = self.flavor == Flavor::CurrentThread;
         let (shared, cores) = Shared::new(config, drivers, pool.clone(), current);
@@ -586,9 +649,12 @@ fn worker_thread(
         shared: shared.clone(),
     };
     let _enter = context::enter(&handle, None);
+    // Inside the runtime: the callbacks may use `Handle::current`.
+    shared.config.hooks.thread_start();
     // Without a root future nothing panics out of the loop (task panics are caught per poll).
     let (mut core, _) = worker::run::<std::future::Pending<()>>(&shared, core, None);
     worker::shutdown_core(&shared, &mut core);
+    shared.config.hooks.thread_stop();
     core
 }
 
@@ -606,6 +672,8 @@ impl fmt::Debug for Builder {
             .field("kernel_busy_poll", &self.kernel_busy_poll)
             .field("pin_workers", &self.pin_workers)
             .field("tokio_compat_threads", &self.tokio_compat_threads)
+            .field("name", &self.name)
+            .field("hooks", &self.hooks)
             .finish_non_exhaustive()
     }
 }

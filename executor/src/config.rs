@@ -1,3 +1,5 @@
+use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::compat::CompatHandle;
@@ -15,4 +17,59 @@ pub(crate) struct Config {
     pub(crate) lifo_slot: bool,
     /// The tokio compat runtime entered by every thread that enters this runtime.
     pub(crate) compat: CompatHandle,
+    /// The runtime's name (`Builder::name`).
+    pub(crate) name: Option<String>,
+    /// The user's thread callbacks.
+    pub(crate) hooks: Hooks,
+}
+
+/// A callback of `Builder::on_thread_*`.
+pub(crate) type Callback = Arc<dyn Fn() + Send + Sync>;
+
+/// The callbacks of `Builder::on_thread_start`, `on_thread_stop`, `on_thread_park` and
+/// `on_thread_unpark`.
+#[derive(Clone, Default)]
+pub(crate) struct Hooks {
+    /// On every thread the runtime starts (workers, blocking pool), before it does any work.
+    pub(crate) start: Option<Callback>,
+    /// On those threads, just before they exit.
+    pub(crate) stop: Option<Callback>,
+    /// On a worker, just before it blocks in its reactor for want of work.
+    pub(crate) park: Option<Callback>,
+    /// On a worker, just after such a block ends.
+    pub(crate) unpark: Option<Callback>,
+}
+
+impl Hooks {
+    pub(crate) fn thread_start(&self) {
+        if let Some(f) = &self.start {
+            f();
+        }
+    }
+    pub(crate) fn thread_stop(&self) {
+        if let Some(f) = &self.stop {
+            f();
+        }
+    }
+    pub(crate) fn before_park(&self) {
+        if let Some(f) = &self.park {
+            f();
+        }
+    }
+    pub(crate) fn after_unpark(&self) {
+        if let Some(f) = &self.unpark {
+            f();
+        }
+    }
+}
+
+impl fmt::Debug for Hooks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Hooks")
+            .field("on_thread_start", &self.start.is_some())
+            .field("on_thread_stop", &self.stop.is_some())
+            .field("on_thread_park", &self.park.is_some())
+            .field("on_thread_unpark", &self.unpark.is_some())
+            .finish()
+    }
 }

@@ -44,7 +44,7 @@ pub use builder::{
 };
 pub use context::EnterGuard;
 pub use metrics::{RuntimeMetrics, WorkerStats};
-pub use runtime::{Handle, Runtime, TryCurrentError};
+pub use runtime::{Handle, Id as RuntimeId, Runtime, TryCurrentError};
 pub use task::{AbortHandle, JoinError, JoinHandle, JoinSet};
 
 /// Spawns a task onto the current runtime.

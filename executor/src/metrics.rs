@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::thread::ThreadId;
 
 use weir_reactor::ReactorStats;
 use weir_reactor::metrics::Counter;
@@ -83,6 +84,17 @@ impl RuntimeMetrics {
             local_queue_depth: r.steal.len() as u64,
             reactor: r.reactor.stats(),
         }
+    }
+
+    /// The thread running worker `index` right now: for the multi-thread flavour, the worker's
+    /// thread while the runtime runs; for the current-thread flavour, the thread inside
+    /// `block_on`, if any. `None` when no thread runs it (it may move to another thread; see
+    /// `weir::task::block_in_place`).
+    ///
+    /// # Panics
+    /// If `index >= num_workers()`.
+    pub fn worker_thread_id(&self, index: usize) -> Option<ThreadId> {
+        *self.shared.remotes[index].thread.lock()
     }
 
     /// Counters of every worker.

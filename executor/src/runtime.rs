@@ -2,9 +2,11 @@
 
 use std::fmt;
 use std::future::Future;
+use std::num::NonZeroU64;
 use std::panic::Location;
 use std::pin::pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -80,6 +82,29 @@ pub struct Runtime {
 #[derive(Clone)]
 pub struct Handle {
     pub(crate) shared: Arc<Shared>,
+}
+
+/// A runtime's id: unique among the runtimes created by this process. See [`Handle::id`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Id(NonZeroU64);
+
+impl Id {
+    pub(crate) fn next() -> Id {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let v = NEXT.fetch_add(1, Ordering::Relaxed);
+        Id(NonZeroU64::new(v).expect("runtime id counter wrapped"))
+    }
+
+    /// The id as a number.
+    pub fn as_u64(&self) -> u64 {
+        self.0.get()
+    }
+}
+
+impl fmt::Display for Id {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
 }
 
 /// `Handle::try_current` found no runtime.
@@ -347,6 +372,30 @@ impl Handle {
             "spawn_on: worker {worker} does not exist (the runtime has {n} workers)"
         );
         self.shared.spawn(future, Some(worker), Location::caller())
+    }
+
+    /// The runtime's id, unique among the runtimes of this process.
+    ///
+    /// ```
+    /// let a = weir_executor::Builder::new_current_thread().build()?;
+    /// let b = weir_executor::Builder::new_current_thread().build()?;
+    /// assert_ne!(a.handle().id(), b.handle().id());
+    /// assert_eq!(a.handle().id(), a.handle().clone().id());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn id(&self) -> Id {
+        self.shared.id
+    }
+
+    /// The name given with [`Builder::name`](crate::Builder::name), if any.
+    ///
+    /// ```
+    /// let rt = weir_executor::Builder::new_current_thread().name("ingest").build()?;
+    /// assert_eq!(rt.handle().name(), Some("ingest"));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn name(&self) -> Option<&str> {
+        self.shared.config.name.as_deref()
     }
 
     /// The number of workers (1 for the current-thread flavour).

@@ -200,3 +200,120 @@ fn min_wait_changes_batching_counters_not_results() {
     assert_eq!(plain, batched);
     assert_eq!(plain_windows, 0);
 }
+
+#[test]
+fn runtimes_have_a_name_and_a_unique_id() {
+    for mut b in [Builder::new_current_thread(), Builder::new_multi_thread()] {
+        let named = b.name("ingest").build().unwrap();
+        let inside = named.block_on(async {
+            let h = weir::runtime::Handle::current();
+            (h.name().map(str::to_owned), h.id())
+        });
+        assert_eq!(inside, (Some("ingest".to_owned()), named.handle().id()));
+        let unnamed = Builder::new_current_thread().build().unwrap();
+        assert_eq!(unnamed.handle().name(), None);
+        assert_ne!(unnamed.handle().id(), named.handle().id());
+        assert_eq!(named.handle().clone().id(), named.handle().id());
+    }
+    let e = err_of(Builder::new_multi_thread().name("  "));
+    assert!(e.contains("name = \"  \""), "{e}");
+}
+
+#[test]
+fn thread_callbacks_run_on_the_threads_the_runtime_starts() {
+    use std::collections::HashSet;
+    use std::sync::{Arc, Mutex};
+    #[derive(Default)]
+    struct Seen {
+        started: HashSet<std::thread::ThreadId>,
+        stopped: HashSet<std::thread::ThreadId>,
+        in_runtime_at_start: usize,
+        parks: usize,
+        unparks: usize,
+    }
+    for flavor in ["current_thread", "multi_thread"] {
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let (a, b, c, d) = (seen.clone(), seen.clone(), seen.clone(), seen.clone());
+        let mut builder = if flavor == "current_thread" {
+            Builder::new_current_thread()
+        } else {
+            let mut b = Builder::new_multi_thread();
+            b.workers(2);
+            b
+        };
+        let rt = builder
+            .on_thread_start(move || {
+                let mut s = a.lock().unwrap();
+                s.started.insert(std::thread::current().id());
+                s.in_runtime_at_start += usize::from(weir::runtime::Handle::try_current().is_ok());
+            })
+            .on_thread_stop(move || {
+                b.lock()
+                    .unwrap()
+                    .stopped
+                    .insert(std::thread::current().id());
+            })
+            .on_thread_park(move || c.lock().unwrap().parks += 1)
+            .on_thread_unpark(move || d.lock().unwrap().unparks += 1)
+            .build()
+            .unwrap();
+        let blocking_thread = rt.block_on(async {
+            // Sleeping parks the worker that waits for the timer.
+            weir::time::sleep(Duration::from_millis(2)).await;
+            weir::task::spawn_blocking(|| std::thread::current().id())
+                .await
+                .unwrap()
+        });
+        drop(rt);
+        let s = seen.lock().unwrap();
+        let workers = if flavor == "current_thread" { 0 } else { 2 };
+        assert_eq!(
+            s.started.len(),
+            workers + 1,
+            "{flavor}: workers and the blocking thread"
+        );
+        assert!(s.started.contains(&blocking_thread), "{flavor}");
+        assert_eq!(
+            s.stopped, s.started,
+            "{flavor}: every started thread stopped"
+        );
+        assert_eq!(
+            s.in_runtime_at_start,
+            s.started.len(),
+            "{flavor}: inside the runtime"
+        );
+        assert!(s.parks > 0, "{flavor}: a worker parked");
+        assert_eq!(s.parks, s.unparks, "{flavor}: each park has its unpark");
+    }
+}
+
+#[test]
+fn worker_thread_id_is_the_thread_running_the_worker() {
+    let rt = Builder::new_multi_thread().workers(3).build().unwrap();
+    let metrics = rt.metrics();
+    rt.block_on(async {
+        for i in 0..3 {
+            let on_worker = rt
+                .handle()
+                .spawn_on(i, async { std::thread::current().id() })
+                .await
+                .unwrap();
+            assert_eq!(metrics.worker_thread_id(i), Some(on_worker), "worker {i}");
+        }
+    });
+    let ids: std::collections::HashSet<_> = (0..3).map(|i| metrics.worker_thread_id(i)).collect();
+    assert_eq!(ids.len(), 3);
+    drop(rt);
+    assert_eq!(
+        metrics.worker_thread_id(0),
+        None,
+        "no thread runs a shut-down worker"
+    );
+
+    let rt = Builder::new_current_thread().build().unwrap();
+    let metrics = rt.metrics();
+    assert_eq!(metrics.worker_thread_id(0), None, "outside block_on");
+    let inside = rt.block_on(async { metrics.worker_thread_id(0) });
+    assert_eq!(inside, Some(std::thread::current().id()));
+    assert_eq!(metrics.worker_thread_id(0), None);
+}

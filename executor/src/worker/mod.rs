@@ -82,6 +82,7 @@ pub(crate) struct Shared {
     pub(crate) owned: OwnedTasks,
     pub(crate) config: Config,
     pub(crate) blocking: Arc<blocking::Pool>,
+    pub(crate) id: crate::runtime::Id,
     shutdown: AtomicBool,
     current_thread: bool,
     /// Round-robin choice of a reactor for threads that are not workers.
@@ -100,6 +101,8 @@ pub(crate) struct Remote {
     inbox: Mutex<Vec<Task>>,
     inbox_len: AtomicUsize,
     pub(crate) metrics: WorkerMetrics,
+    /// The thread running this worker right now, if any.
+    pub(crate) thread: parking_lot::Mutex<Option<std::thread::ThreadId>>,
 }
 
 /// Everything a worker owns; moves to the thread that runs it.
@@ -184,6 +187,7 @@ impl Shared {
                 inbox: Mutex::new(Vec::new()),
                 inbox_len: AtomicUsize::new(0),
                 metrics: WorkerMetrics::default(),
+                thread: parking_lot::Mutex::new(None),
             });
             cores.push(Core {
                 index,
@@ -207,6 +211,7 @@ impl Shared {
             owned: OwnedTasks::new(n * 4),
             config,
             blocking,
+            id: crate::runtime::Id::next(),
             shutdown: AtomicBool::new(false),
             current_thread,
             next_reactor: AtomicUsize::new(0),
@@ -392,6 +397,8 @@ pub(crate) fn run<F: Future>(
         let _in_runtime = crate::context::set_in_runtime(true);
         let _worker = SetWorker::new(&cx);
         let _reactor = core.driver.enter();
+        let remote = &shared.remotes[core.index];
+        *remote.thread.lock() = Some(std::thread::current().id());
         let mut worker = Worker {
             cx: &cx,
             shared,
@@ -402,6 +409,7 @@ pub(crate) fn run<F: Future>(
         // Task panics are caught per poll; only the root future's panic gets here.
         let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| worker.run_loop(root)));
         tracing::debug!(target: "weir::worker", worker = cx.index, "worker stopped");
+        *remote.thread.lock() = None;
         out
     };
     core.local_thread = cx.local_thread.get();

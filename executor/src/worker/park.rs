@@ -60,6 +60,14 @@ impl Worker<'_> {
     }
 
     pub(super) fn park(&mut self, root_woken: Option<&AtomicBool>) {
+        // `Builder::on_thread_park` runs first, so work it spawns is seen by the re-check below.
+        let hooks = &self.shared.config.hooks;
+        hooks.before_park();
+        self.park_in_reactor(root_woken);
+        hooks.after_unpark();
+    }
+
+    fn park_in_reactor(&mut self, root_woken: Option<&AtomicBool>) {
         let idle = &self.shared.idle;
         let index = self.cx.index;
         let last_searcher = idle.transition_to_sleeping(index, self.core.searching);
