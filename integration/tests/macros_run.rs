@@ -110,3 +110,16 @@ fn limits_quoted_by_the_macros() {
     assert_eq!(weir::runtime::MAX_MIN_WAIT, Duration::from_millis(100));
     assert_eq!(weir::runtime::MAX_BUSY_POLL, Duration::from_secs(1));
 }
+
+#[weir::test(name = "named-test")]
+async fn name_sets_the_runtime_name() {
+    assert_eq!(weir::runtime::Handle::current().name(), Some("named-test"));
+}
+
+#[weir::test(flavor = "multi_thread", name = "named-multi")]
+async fn name_with_multi_thread() {
+    let name = weir::spawn(async { weir::runtime::Handle::current().name().map(str::to_owned) })
+        .await
+        .unwrap();
+    assert_eq!(name.as_deref(), Some("named-multi"));
+}

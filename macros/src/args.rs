@@ -60,6 +60,7 @@ pub(crate) struct Setting<T> {
 pub(crate) struct Args {
     pub(crate) workers: Option<Setting<usize>>,
     pub(crate) flavor: Option<Setting<Flavor>>,
+    pub(crate) name: Option<Setting<LitStr>>,
     pub(crate) min_wait: Option<Setting<u64>>,
     pub(crate) min_wait_adaptive: Option<Setting<u64>>,
     pub(crate) busy_poll: Option<Setting<u64>>,
@@ -100,6 +101,7 @@ impl Errors {
 const ARGUMENTS: &[(&str, &str)] = &[
     ("workers", "workers = 4"),
     ("flavor", "flavor = \"multi_thread\""),
+    ("name", "name = \"my-runtime\""),
     ("min_wait", "min_wait = \"200us\""),
     ("min_wait_adaptive", "min_wait_adaptive = \"200us\""),
     ("busy_poll", "busy_poll = \"50us\""),
@@ -291,6 +293,7 @@ fn parse_argument(
         "flavor" => {
             args.flavor = parse_choice(name, FLAVORS, &value, name_span, errors);
         }
+        "name" => args.name = parse_name(&value, name_span, errors),
         "min_wait" => args.min_wait = parse_duration_arg(name, &value, name_span, errors),
         "min_wait_adaptive" => {
             args.min_wait_adaptive = parse_duration_arg(name, &value, name_span, errors);
@@ -567,6 +570,35 @@ fn parse_duration_arg(
     None
 }
 
+/// The runtime's name: a non-empty string literal.
+fn parse_name(value: &Expr, name_span: Span, errors: &mut Errors) -> Option<Setting<LitStr>> {
+    match value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(s), ..
+        }) if !s.value().trim().is_empty() => setting(s.clone(), name_span, value),
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(_), ..
+        }) => {
+            errors.spanned(
+                value,
+                "invalid value for `name`: the runtime's name must not be empty",
+            );
+            None
+        }
+        _ => {
+            errors.spanned(
+                value,
+                format!(
+                    "invalid value for `name`: {}; expected a string literal such as \
+                     `name = \"my-runtime\"`",
+                    value_text(value)
+                ),
+            );
+            None
+        }
+    }
+}
+
 /// A `true`/`false` literal (`tokio_compat`).
 fn parse_bool(
     name: &str,
@@ -723,10 +755,12 @@ mod tests {
                 min_wait = "200us",
                 busy_poll = "50ns",
                 backend = "mio",
+                name = "api",
                 crate = "my::weir",
             ),
         );
         assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(args.name.unwrap().value.value(), "api");
         assert_eq!(args.workers.unwrap().value, 4);
         assert_eq!(args.flavor.unwrap().value, Flavor::MultiThread);
         assert_eq!(args.min_wait.unwrap().value, 200_000);
@@ -760,6 +794,23 @@ mod tests {
              (units: ns, us, ms, s)"
         );
         assert_eq!(args.backend.unwrap().value, Backend::Epoll);
+    }
+
+    #[test]
+    fn name_is_a_non_empty_string() {
+        let (_, errors) = messages(Kind::Main, quote!(name = ""));
+        assert_eq!(
+            errors,
+            ["invalid value for `name`: the runtime's name must not be empty"]
+        );
+        let (_, errors) = messages(Kind::Test, quote!(name = api));
+        assert_eq!(
+            errors,
+            [
+                "invalid value for `name`: `api`; expected a string literal such as \
+                 `name = \"my-runtime\"`"
+            ]
+        );
     }
 
     #[test]

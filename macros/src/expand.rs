@@ -23,7 +23,9 @@
 //! The body stays an `async fn` with the declared return type, so `return`, `?` and `.await`
 //! behave exactly as the user wrote them, and type errors point into the body (at the
 //! offending expression, against the declared return type) rather than at the macro. The
-//! body's tokens keep their spans.
+//! body's tokens keep their spans. A `#[weir::main]` function other than `main` may take
+//! parameters, `self` included (`#[weir::main] async fn run(&self)` in an `impl` block): its
+//! body becomes an `async move` block that captures them.
 
 use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::{format_ident, quote, quote_spanned};
@@ -149,7 +151,10 @@ fn check_function(kind: Kind, func: &ItemFn, errors: &mut Errors) -> bool {
         );
         ok = false;
     }
-    if !sig.inputs.is_empty() || sig.variadic.is_some() {
+    // Methods (`async fn run(&self)`) and other functions with parameters are fine for
+    // `#[weir::main]` on anything but `main`, as with tokio: the body captures them.
+    let parameters_allowed = kind == Kind::Main && !is_main && sig.variadic.is_none();
+    if !parameters_allowed && (!sig.inputs.is_empty() || sig.variadic.is_some()) {
         let message = match kind {
             Kind::Main if is_main => "the `main` function cannot take parameters; read \
                                       command-line arguments with `std::env::args()`"
@@ -292,6 +297,12 @@ fn generate(kind: Kind, args: &Args, func: ItemFn) -> TokenStream {
         calls.push(quote!(.#method(#krate::runtime::Backend::#variant)));
     }
 
+    if let Some(name) = &args.name {
+        let value = &name.value;
+        let method = quote_spanned!(name.name_span=> name);
+        calls.push(quote!(.#method(#value)));
+    }
+
     if let Some(compat) = &args.tokio_compat {
         let on = compat.value;
         let method = quote_spanned!(compat.name_span=> tokio_compat);
@@ -309,18 +320,32 @@ fn generate(kind: Kind, args: &Args, func: ItemFn) -> TokenStream {
     };
     let panic_message = format!("{}: could not build the weir runtime: {{}}", kind.attr());
     let runtime = format_ident!("__weir_runtime");
+    // Without parameters the body becomes a nested `async fn` (its errors point into the body
+    // against the declared return type). With parameters — `self` among them — a nested fn
+    // could not see them, so the body is an `async move` block that captures them; its output
+    // is tied to the declared return type by `block_on`'s result being the function's.
+    let body = if sig.inputs.is_empty() {
+        quote! {
+            async fn #body_fn() #output #block
+            let #body_fn = #body_fn();
+        }
+    } else {
+        quote! {
+            let #body_fn = async move #block;
+        }
+    };
     quote! {
         #test_attr
         #(#outer_attrs)*
         #vis #sig {
             #(#inner_attrs)*
-            async fn #body_fn() #output #block
+            #body
             #(#checks)*
             let #runtime = match #krate::runtime::Builder::#constructor() #(#calls)* .build() {
                 ::core::result::Result::Ok(runtime) => runtime,
                 ::core::result::Result::Err(error) => ::core::panic!(#panic_message, error),
             };
-            #runtime.block_on(#body_fn())
+            #runtime.block_on(#body_fn)
         }
     }
 }

@@ -22,6 +22,7 @@
 //! |---|---|---|
 //! | `flavor` | `"multi_thread"` (default of `main`) or `"current_thread"` (default of `test`) | `Builder::new_multi_thread()` / `Builder::new_current_thread()` |
 //! | `workers` | integer literal ≥ 1; multi-thread runtimes only | `.workers(n)` |
+//! | `name` | non-empty string: the runtime's name (`Handle::name`) | `.name("…")` |
 //! | `min_wait` | duration string; `"0us"` turns min_wait off | `.min_wait(d)` |
 //! | `min_wait_adaptive` | duration string > 0; not together with `min_wait` | `.min_wait_adaptive(d)` |
 //! | `busy_poll` | duration string | `.busy_poll(d)` |
@@ -52,9 +53,13 @@
 //! keeps the name, visibility, attributes and return type, builds the runtime (panicking with
 //! the builder's error if the settings are rejected at run time), and returns what
 //! `Runtime::block_on` returns. The function must therefore be an `async fn` without
-//! parameters, generics, `unsafe`, `const` or an ABI. Being a nested function, the body cannot
-//! name `Self` or the enclosing function's local items from outside it (put the attribute on
-//! free functions).
+//! generics, `unsafe`, `const` or an ABI. Being a nested function, the body cannot name `Self`
+//! or the enclosing function's local items from outside it.
+//!
+//! A `#[weir::main]` function other than `main` may take parameters, `self` included, as with
+//! tokio (`#[weir::main] async fn run(&self)` in an `impl` block): its body then becomes an
+//! `async move` block capturing them, which may name `Self`. `main` itself and `#[weir::test]`
+//! functions take no parameters.
 //!
 //! The range checks against `weir::runtime::MAX_*` are `const` assertions in the generated
 //! function, so they report at the offending value as `evaluation panicked: ...`. Inside
@@ -70,12 +75,13 @@ use crate::args::Kind;
 
 /// Runs an `async fn` — usually `main` — to completion on a new weir runtime.
 ///
-/// The function must be `async` and take no parameters; it may return anything (a
-/// `Result` for `?` in `main`, for example). Its name, visibility, attributes and return type
-/// are kept. The default runtime is multi-threaded with one worker per available CPU.
+/// The function must be `async`; `main` takes no parameters, other functions and methods may
+/// (`async fn run(&self)`). It may return anything (a `Result` for `?` in `main`, for
+/// example). Its name, visibility, attributes and return type are kept. The default runtime is
+/// multi-threaded with one worker per available CPU.
 ///
 /// Arguments (all optional; see the [crate documentation](crate) for details): `workers = 4`,
-/// `flavor = "current_thread" | "multi_thread"`, `min_wait = "200us"`,
+/// `flavor = "current_thread" | "multi_thread"`, `name = "my-runtime"`, `min_wait = "200us"`,
 /// `min_wait_adaptive = "200us"`, `busy_poll = "50us"`, `backend = "epoll" | "mio"`,
 /// `crate = "path::to::weir"`.
 ///
