@@ -86,7 +86,9 @@ pub mod runtime {
 
 /// Spawning tasks and waiting for them.
 pub mod task {
-    pub use weir_executor::task::{Id, JoinSet, id, try_id, yield_now};
+    pub use weir_executor::task::{
+        Id, JoinSet, consume_budget, coop, id, try_id, unconstrained, yield_now,
+    };
     pub use weir_executor::{
         AbortHandle, JoinError, JoinHandle, spawn, spawn_blocking, spawn_local,
     };

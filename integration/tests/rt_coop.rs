@@ -31,3 +31,88 @@ rt_test! {
         });
     }
 }
+
+/// Counts the polls of the future it wraps.
+struct CountPolls<F> {
+    inner: std::pin::Pin<Box<F>>,
+    polls: usize,
+}
+
+impl<F: std::future::Future> std::future::Future for CountPolls<F> {
+    type Output = (F::Output, usize);
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        self.polls += 1;
+        let polls = self.polls;
+        self.inner.as_mut().poll(cx).map(|v| (v, polls))
+    }
+}
+
+fn count_polls<F: std::future::Future>(f: F) -> CountPolls<F> {
+    CountPolls {
+        inner: Box::pin(f),
+        polls: 0,
+    }
+}
+
+rt_test! {
+    fn consume_budget_yields_once_the_budget_is_spent(rt) {
+        rt.block_on(async {
+            let (_, polls) = weir::spawn(count_polls(async {
+                for _ in 0..1000 {
+                    weir::task::consume_budget().await;
+                }
+            }))
+            .await
+            .unwrap();
+            // 1000 units at 128 per poll: the task went back to its queue at least 7 times.
+            assert!(polls >= 1000 / weir::task::coop::BUDGET as usize, "{polls} polls");
+        });
+    }
+}
+
+rt_test! {
+    fn consume_budget_lets_a_sibling_task_run(rt) {
+        rt.block_on(async {
+            let stop = Arc::new(AtomicBool::new(false));
+            let s = stop.clone();
+            // Queued on the busy task's worker: on a current-thread runtime only the busy
+            // task's yields let it run.
+            let busy = weir::spawn(async move {
+                let sibling = weir::spawn(async move { s.store(true, Ordering::Relaxed) });
+                let mut spins = 0u64;
+                while !stop.load(Ordering::Relaxed) && spins < 10_000_000 {
+                    weir::task::consume_budget().await;
+                    spins += 1;
+                }
+                sibling.await.unwrap();
+                stop.load(Ordering::Relaxed)
+            });
+            assert!(busy.await.unwrap(), "the sibling never ran");
+        });
+    }
+}
+
+rt_test! {
+    fn unconstrained_never_yields_for_the_budget(rt) {
+        rt.block_on(async {
+            let efd = AsyncFd::new(common::eventfd()).unwrap();
+            common::write_fd(efd.get_ref(), &1u64.to_ne_bytes()).unwrap();
+            // Readiness known before the task starts: every `readable()` below is ready at once.
+            drop(efd.readable().await.unwrap());
+            let (_, polls) = weir::spawn(count_polls(weir::task::unconstrained(async move {
+                for _ in 0..1000 {
+                    weir::task::consume_budget().await;
+                    // Always ready: would yield once the budget ran out.
+                    let _g = efd.readable().await.unwrap();
+                }
+                assert!(weir::task::coop::has_budget_remaining());
+            })))
+            .await
+            .unwrap();
+            assert_eq!(polls, 1, "polled once: it never yielded");
+        });
+    }
+}

@@ -9,6 +9,7 @@
 //! completed.
 
 mod cell;
+pub mod coop;
 mod id;
 mod join;
 mod join_set;
@@ -20,6 +21,7 @@ use std::panic::Location;
 use std::sync::Arc;
 
 pub(crate) use cell::new_task;
+pub use coop::{consume_budget, unconstrained};
 pub(crate) use id::set_current as set_current_id;
 pub use id::{Id, id, try_id};
 pub use join::{AbortHandle, JoinError, JoinHandle};
