@@ -87,7 +87,8 @@ pub mod runtime {
 /// Spawning tasks and waiting for them.
 pub mod task {
     pub use weir_executor::task::{
-        Id, JoinSet, consume_budget, coop, id, try_id, unconstrained, yield_now,
+        AccessError, Id, JoinSet, LocalKey, consume_budget, coop, futures, id, try_id,
+        unconstrained, yield_now,
     };
     pub use weir_executor::{
         AbortHandle, JoinError, JoinHandle, spawn, spawn_blocking, spawn_local,
@@ -146,4 +147,5 @@ macro_rules! __require_tokio_compat {
         );
     };
 }
+pub use weir_executor::task_local;
 pub use weir_macros::{main, test};

@@ -58,6 +58,10 @@ macro_rules! assert_panics_here {
     }};
 }
 
+weir::task_local! {
+    static KEY: u32;
+}
+
 #[test]
 fn misuse_outside_a_runtime_reports_the_callers_line() {
     assert_panics_here!(weir::spawn(async {}));
@@ -68,6 +72,8 @@ fn misuse_outside_a_runtime_reports_the_callers_line() {
     assert_panics_here!(weir::task::id());
     assert_panics_here!(weir::task::JoinSet::<()>::new().spawn(async {}));
     assert_panics_here!(weir::task::JoinSet::<()>::new().spawn_blocking(|| {}));
+    assert_panics_here!(KEY.with(|_| ()));
+    assert_panics_here!(KEY.get());
 }
 
 #[test]

@@ -15,6 +15,7 @@ mod join;
 mod join_set;
 mod owned;
 mod state;
+mod task_local;
 mod yield_now;
 
 use std::panic::Location;
@@ -27,7 +28,13 @@ pub use id::{Id, id, try_id};
 pub use join::{AbortHandle, JoinError, JoinHandle};
 pub use join_set::JoinSet;
 pub(crate) use owned::OwnedTasks;
+pub use task_local::{AccessError, LocalKey};
 pub use yield_now::yield_now;
+
+/// Futures returned by the functions of this module.
+pub mod futures {
+    pub use super::task_local::TaskLocalFuture;
+}
 
 /// What a run queue holds.
 pub(crate) type Task = Arc<dyn Runnable>;
