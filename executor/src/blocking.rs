@@ -96,10 +96,57 @@ impl Pool {
         R: Send + 'static,
     {
         let id = Id::next();
-        let (task, join) = task::new_task(BlockingTask(Some(f)), self.clone(), id, None, location);
+        let (task, join) = task::new_task(
+            BlockingTask(Some(f)),
+            self.clone(),
+            id,
+            None,
+            false,
+            location,
+        );
         tracing::trace!(target: "weir::task", task_id = id.as_u64(), location = %location, "spawn_blocking");
         self.schedule(task, false);
         JoinHandle::new(join)
+    }
+
+    /// Runs `f` on a pool thread now: an idle thread if there is one, else a new thread even
+    /// beyond `max_threads` (it carries a worker that must not wait for a blocking closure to
+    /// end). `Err` if no thread could be had; `f` is then dropped unrun.
+    #[track_caller]
+    pub(crate) fn spawn_mandatory<F>(self: &Arc<Self>, f: F) -> io::Result<()>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        let id = Id::next();
+        let (task, join) = task::new_task(
+            BlockingTask(Some(f)),
+            self.clone(),
+            id,
+            None,
+            false,
+            Location::caller(),
+        );
+        drop(JoinHandle::new(join));
+        let mut s = self.state.lock();
+        if s.shutdown {
+            return Err(io::Error::other("the blocking pool is shut down"));
+        }
+        s.queue.push_back(task);
+        if s.num_idle > s.num_notify {
+            s.num_notify += 1;
+            drop(s);
+            self.work.notify_one();
+            return Ok(());
+        }
+        s.num_threads += 1;
+        if let Err(e) = self.spawn_thread(&mut s) {
+            s.num_threads -= 1;
+            let unrun = s.queue.pop_back();
+            drop(s);
+            drop(unrun);
+            return Err(e);
+        }
+        Ok(())
     }
 
     fn spawn_thread(self: &Arc<Self>, state: &mut State) -> io::Result<()> {

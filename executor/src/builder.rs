@@ -12,7 +12,7 @@ use crate::blocking;
 use crate::compat::CompatRuntime;
 use crate::config::{Config, Hooks};
 use crate::context;
-use crate::runtime::{Alive, Flavor, Handle, Runtime};
+use crate::runtime::{AliveGuard, Flavor, Handle, Runtime};
 use crate::worker::{self, Shared};
 
 /// Most workers a runtime may have.
@@ -297,7 +297,8 @@ impl Builder {
     /// Pins worker `i` to the `i`-th CPU this process may use (modulo their number), so a
     /// worker's reactor, its NAPI busy polling and its tasks stay on one CPU; pair it with
     /// CPU-steered accept in `weir::net::ShardedListener`. A CPU that cannot be set is logged
-    /// and ignored. The current-thread flavour runs on the caller's thread and is not pinned.
+    /// and ignored. The current-thread flavour runs on the caller's thread and is not pinned,
+    /// and neither is a worker handed to a blocking-pool thread by `block_in_place`.
     pub fn pin_workers(&mut self, pin: bool) -> &mut Builder {
         self.pin_workers = pin;
         self
@@ -523,14 +524,12 @@ impl Builder {
         let current = self.flavor == Flavor::CurrentThread;
         let (shared, cores) = Shared::new(config, drivers, pool.clone(), current);
         pool.set_runtime(&shared);
-        let alive = Arc::new(Alive::default());
         if current {
             shared.idle_cores.lock().extend(cores);
             return Ok(Runtime::from_parts(
                 shared,
                 self.flavor,
                 Vec::new(),
-                alive,
                 compat_runtime,
             ));
         }
@@ -542,19 +541,18 @@ impl Builder {
             if let Some(s) = self.thread_stack_size {
                 b = b.stack_size(s);
             }
-            let (shared2, alive2) = (shared.clone(), alive.clone());
+            let shared2 = shared.clone();
             let cpu = cpus.as_ref().map(|c| c[index % c.len()]);
-            alive.started();
-            match b.spawn(move || worker_thread(shared2, core, alive2, cpu)) {
+            // Counted before the thread runs; a thread that fails to start drops it.
+            let alive = AliveGuard::start(&shared);
+            match b.spawn(move || worker_thread(shared2, core, alive, cpu)) {
                 Ok(h) => threads.push(h),
                 Err(e) => {
-                    alive.exited();
                     // Dropping the runtime stops the workers already started.
                     drop(Runtime::from_parts(
                         shared,
                         self.flavor,
                         threads,
-                        alive,
                         compat_runtime.take().unwrap_or_default(),
                     ));
                     return Err(e);
@@ -565,17 +563,8 @@ impl Builder {
             shared,
             self.flavor,
             threads,
-            alive,
             compat_runtime.unwrap_or_default(),
         ))
-    }
-}
-
-struct ExitGuard(Arc<Alive>);
-
-impl Drop for ExitGuard {
-    fn drop(&mut self) {
-        self.0.exited();
     }
 }
 
@@ -629,11 +618,11 @@ fn apply_kernel_busy_poll(
 
 fn worker_thread(
     shared: Arc<Shared>,
-    core: worker::Core,
-    alive: Arc<Alive>,
+    core: Box<worker::Core>,
+    alive: AliveGuard,
     cpu: Option<usize>,
-) -> worker::Core {
-    let _exit = ExitGuard(alive);
+) {
+    let _alive = alive;
     if let Some(cpu) = cpu {
         match weir_reactor::thread::pin_to_cpu(cpu) {
             Ok(()) => tracing::debug!(target: "weir::worker", worker = core.index, cpu, "pinned"),
@@ -652,10 +641,13 @@ fn worker_thread(
     // Inside the runtime: the callbacks may use `Handle::current`.
     shared.config.hooks.thread_start();
     // Without a root future nothing panics out of the loop (task panics are caught per poll).
-    let (mut core, _) = worker::run::<std::future::Pending<()>>(&shared, core, None);
-    worker::shutdown_core(&shared, &mut core);
+    let (core, _) = worker::run::<std::future::Pending<()>>(&shared, core, None);
+    // `None`: a task handed the worker to another thread (`block_in_place`); this thread is
+    // done.
+    if let Some(core) = core {
+        worker::stop(&shared, core);
+    }
     shared.config.hooks.thread_stop();
-    core
 }
 
 impl fmt::Debug for Builder {

@@ -62,7 +62,7 @@ where
 {
     let location = Location::caller();
     // The panic stays out of the closure, where `#[track_caller]` would not reach it.
-    match context::with_current(|h| h.map(|h| h.shared.spawn(future, None, location))) {
+    match context::with_current(|h| h.map(|h| h.shared.spawn(future, None, false, location))) {
         Some(join) => join,
         None => panic!(
             "weir::spawn called outside a weir runtime: call it from a task, inside \

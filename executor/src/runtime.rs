@@ -28,7 +28,8 @@ pub(crate) enum Flavor {
     MultiThread,
 }
 
-/// Worker threads still running, so shutdown can wait for them with a deadline.
+/// Threads running a worker loop, so shutdown can wait for them with a deadline. A worker
+/// handed over by `block_in_place` is counted from the hand-over on (see [`AliveGuard`]).
 #[derive(Default)]
 pub(crate) struct Alive {
     count: Mutex<usize>,
@@ -44,7 +45,7 @@ impl Alive {
         self.cv.notify_all();
     }
     /// Waits until every worker exited or `deadline` passed; `true` if all exited.
-    fn wait(&self, deadline: Option<Instant>) -> bool {
+    pub(crate) fn wait(&self, deadline: Option<Instant>) -> bool {
         let mut c = self.count.lock();
         while *c > 0 {
             match deadline {
@@ -60,6 +61,23 @@ impl Alive {
     }
 }
 
+/// Counts a worker thread out of [`Alive`] when dropped (also when its job is dropped unrun).
+pub(crate) struct AliveGuard(pub(crate) Arc<Shared>);
+
+impl AliveGuard {
+    /// Counts one more worker thread in.
+    pub(crate) fn start(shared: &Arc<Shared>) -> AliveGuard {
+        shared.alive.started();
+        AliveGuard(shared.clone())
+    }
+}
+
+impl Drop for AliveGuard {
+    fn drop(&mut self) {
+        self.0.alive.exited();
+    }
+}
+
 /// A weir runtime: workers (each with its own reactor), a blocking pool, timers.
 ///
 /// Build one with [`Builder`](crate::Builder) or [`Runtime::new`], or let `#[weir::main]` do it.
@@ -71,8 +89,8 @@ impl Alive {
 pub struct Runtime {
     handle: Handle,
     flavor: Flavor,
-    threads: Vec<thread::JoinHandle<Core>>,
-    alive: Arc<Alive>,
+    /// The threads started for the workers (a worker may move to a blocking-pool thread).
+    threads: Vec<thread::JoinHandle<()>>,
     /// The tokio compat runtime (feature `tokio-compat`), shut down after weir's tasks.
     compat: CompatRuntime,
     done: bool,
@@ -134,15 +152,13 @@ impl Runtime {
     pub(crate) fn from_parts(
         shared: Arc<Shared>,
         flavor: Flavor,
-        threads: Vec<thread::JoinHandle<Core>>,
-        alive: Arc<Alive>,
+        threads: Vec<thread::JoinHandle<()>>,
         compat: CompatRuntime,
     ) -> Runtime {
         Runtime {
             handle: Handle { shared },
             flavor,
             threads,
-            alive,
             compat,
             done: false,
         }
@@ -256,17 +272,17 @@ impl Runtime {
         self.done = true;
         let shared = self.handle.shared.clone();
         shared.begin_shutdown();
-        let mut cores: Vec<Core> = Vec::new();
+        let mut cores: Vec<Box<Core>> = Vec::new();
         match self.flavor {
             Flavor::MultiThread => {
-                let all = self.alive.wait(deadline);
+                let all = shared.alive.wait(deadline);
                 for t in self.threads.drain(..) {
-                    if (all || t.is_finished())
-                        && let Ok(core) = t.join()
-                    {
-                        cores.push(core);
+                    if all || t.is_finished() {
+                        let _ = t.join();
                     }
                 }
+                // Each worker shut its core down on its thread and left it here.
+                cores.extend(shared.stopped_cores.lock().drain(..));
             }
             Flavor::CurrentThread => {
                 let core = shared.idle_cores.lock().pop();
@@ -340,7 +356,7 @@ impl Handle {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        self.shared.spawn(future, None, Location::caller())
+        self.shared.spawn(future, None, false, Location::caller())
     }
 
     /// Runs `f` on this runtime's blocking pool; see [`spawn_blocking`](crate::spawn_blocking).
@@ -371,7 +387,8 @@ impl Handle {
             worker < n,
             "spawn_on: worker {worker} does not exist (the runtime has {n} workers)"
         );
-        self.shared.spawn(future, Some(worker), Location::caller())
+        self.shared
+            .spawn(future, Some(worker), false, Location::caller())
     }
 
     /// The runtime's id, unique among the runtimes of this process.
@@ -481,6 +498,7 @@ impl Handle {
                 }
                 let prev_slack = weir_reactor::thread::set_timer_slack(1).ok();
                 let (core, out) = worker::run(shared, core, Some(future.as_mut()));
+                let core = core.expect("a current-thread worker is never handed over");
                 if let Some(prev) = prev_slack {
                     let _ = weir_reactor::thread::set_timer_slack(prev);
                 }

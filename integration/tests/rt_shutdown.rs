@@ -52,6 +52,21 @@ fn exercise(flavor: Flavor, backend: Backend) {
         })
         .await
         .unwrap();
+        // A worker handed to the blocking pool and back (multi-thread only): its threads
+        // go too.
+        if !matches!(flavor, Flavor::CurrentThread) {
+            let v = weir::spawn(async {
+                let v = weir::task::block_in_place(|| {
+                    std::thread::sleep(Duration::from_millis(1));
+                    1
+                });
+                weir::task::yield_now().await;
+                v
+            })
+            .await
+            .unwrap();
+            assert_eq!(v, 1);
+        }
         let hs: Vec<_> = (0..4)
             .map(|i| weir::task::spawn_blocking(move || i))
             .collect();

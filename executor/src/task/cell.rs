@@ -49,6 +49,7 @@ pub(crate) fn new_task<F, S>(
     scheduler: S,
     id: Id,
     owner: Option<usize>,
+    local: bool,
     location: &'static Location<'static>,
 ) -> (Task, Arc<dyn Join<F::Output>>)
 where
@@ -61,6 +62,7 @@ where
             state: State::new(),
             id,
             owner,
+            local,
             owned_key: AtomicUsize::new(usize::MAX),
             location,
         },
@@ -460,6 +462,7 @@ mod loom_tests {
                 q.clone(),
                 Id::next(),
                 None,
+                false,
                 Location::caller(),
             );
             q.schedule(task, false);
@@ -479,8 +482,14 @@ mod loom_tests {
     fn abort_races_with_completion() {
         loom::model(|| {
             let q = Queue::default();
-            let (task, join) =
-                new_task(async { 7 }, q.clone(), Id::next(), None, Location::caller());
+            let (task, join) = new_task(
+                async { 7 },
+                q.clone(),
+                Id::next(),
+                None,
+                false,
+                Location::caller(),
+            );
             q.schedule(task, false);
             let aborter = {
                 let t = join.clone().into_task();
@@ -519,6 +528,7 @@ mod loom_tests {
                 q.clone(),
                 Id::next(),
                 None,
+                false,
                 Location::caller(),
             );
             q.schedule(task, false);

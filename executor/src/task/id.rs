@@ -44,6 +44,11 @@ pub(crate) fn set_current(id: Id) -> ResetId {
     ResetId(CURRENT.with(|c| c.replace(Some(id))))
 }
 
+/// No task is current until the guard drops (a worker loop run from a blocking-pool task).
+pub(crate) fn set_none() -> ResetId {
+    ResetId(CURRENT.with(|c| c.replace(None)))
+}
+
 /// The id of the task being polled.
 ///
 /// # Panics

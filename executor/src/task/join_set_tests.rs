@@ -102,6 +102,7 @@ mod loom_tests {
                     q.clone(),
                     Id::next(),
                     None,
+                    false,
                     Location::caller(),
                 );
                 q.schedule(task, false);

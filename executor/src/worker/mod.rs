@@ -31,10 +31,11 @@
 //! from other threads go to the inject queue (or, for pinned tasks, to the owning worker's inbox)
 //! and unpark a sleeper.
 
+mod handoff;
 mod idle;
 mod park;
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, RefCell, RefMut};
 use std::collections::VecDeque;
 use std::future::Future;
 use std::panic::Location;
@@ -49,6 +50,7 @@ use std::time::Duration;
 use weir_reactor::Driver;
 use weir_reactor::coop;
 
+pub(crate) use handoff::block_in_place;
 pub(crate) use idle::Idle;
 
 use crate::blocking;
@@ -57,6 +59,7 @@ use crate::inject::Inject;
 use crate::loom::Mutex;
 use crate::metrics::WorkerMetrics;
 use crate::queue::{self, Local, Steal};
+use crate::runtime::Alive;
 use crate::task::{self, Header, Id, JoinHandle, OwnedTasks, Schedule, Task};
 
 /// Polls of the LIFO slot in a row before it yields to the queue.
@@ -83,12 +86,21 @@ pub(crate) struct Shared {
     pub(crate) config: Config,
     pub(crate) blocking: Arc<blocking::Pool>,
     pub(crate) id: crate::runtime::Id,
+    /// Threads running a worker loop (shutdown waits for them).
+    pub(crate) alive: Alive,
     shutdown: AtomicBool,
     current_thread: bool,
     /// Round-robin choice of a reactor for threads that are not workers.
     next_reactor: AtomicUsize,
     /// Cores not running on any thread (the current-thread flavour between `block_on` calls).
-    pub(crate) idle_cores: parking_lot::Mutex<Vec<Core>>,
+    /// Boxed, like every core: a worker lends its core for each task poll and may hand it to
+    /// another thread, so a core moves a lot; boxed, each move is a pointer.
+    #[expect(clippy::vec_box, reason = "cores move between threads; see above")]
+    pub(crate) idle_cores: parking_lot::Mutex<Vec<Box<Core>>>,
+    /// Cores of multi-thread workers that left their loop at shutdown (already shut down by
+    /// their thread), for the runtime to drop last.
+    #[expect(clippy::vec_box, reason = "cores move between threads; see `idle_cores`")]
+    pub(crate) stopped_cores: parking_lot::Mutex<Vec<Box<Core>>>,
     /// Threads waiting for a core to be released (current-thread `block_on` contention).
     pub(crate) core_waiters: parking_lot::Mutex<Vec<Waker>>,
 }
@@ -103,6 +115,12 @@ pub(crate) struct Remote {
     pub(crate) metrics: WorkerMetrics,
     /// The thread running this worker right now, if any.
     pub(crate) thread: parking_lot::Mutex<Option<std::thread::ThreadId>>,
+    /// Live `spawn_local` tasks of this worker (changed on the worker's thread only): while
+    /// there are any, the worker cannot move to another thread.
+    local_tasks: AtomicUsize,
+    /// `true` while the worker's thread blocks in `block_in_place` without handing the worker
+    /// over: its reactor is not turned, so threads that pick a reactor avoid it.
+    stalled: AtomicBool,
 }
 
 /// Everything a worker owns; moves to the thread that runs it.
@@ -129,11 +147,19 @@ struct Queues {
 struct WorkerCx {
     shared: Arc<Shared>,
     index: usize,
-    queues: RefCell<Queues>,
+    /// The worker's queues, out of its core while it runs; `None` once the core was handed to
+    /// another thread (`block_in_place`), after which this thread is no longer the worker.
+    queues: RefCell<Option<Queues>>,
     /// `true` while the reactor dispatches: woken tasks go to the back, notifies are deferred.
     in_dispatch: Cell<bool>,
     notify_pending: Cell<bool>,
     local_thread: Cell<Option<ThreadId>>,
+    /// The core while a task polls (lent by `Worker::run_task`), where `block_in_place` can
+    /// take it; `None` otherwise.
+    lent: Cell<Option<Box<Core>>>,
+    /// After a hand-off: this thread's entry of the worker's reactor as a guest (not its
+    /// owner any more), dropped before the owner's entry it sits on.
+    guest_reactor: RefCell<Option<weir_reactor::EnterGuard>>,
 }
 
 thread_local! {
@@ -170,12 +196,13 @@ pub(crate) fn current_index() -> Option<usize> {
 
 impl Shared {
     /// Builds the shared state and one core per worker.
+    #[expect(clippy::vec_box, reason = "cores move between threads; see `idle_cores`")]
     pub(crate) fn new(
         config: Config,
         drivers: Vec<Driver>,
         blocking: Arc<blocking::Pool>,
         current_thread: bool,
-    ) -> (Arc<Shared>, Vec<Core>) {
+    ) -> (Arc<Shared>, Vec<Box<Core>>) {
         let n = drivers.len();
         let mut remotes = Vec::with_capacity(n);
         let mut cores = Vec::with_capacity(n);
@@ -188,8 +215,10 @@ impl Shared {
                 inbox_len: AtomicUsize::new(0),
                 metrics: WorkerMetrics::default(),
                 thread: parking_lot::Mutex::new(None),
+                local_tasks: AtomicUsize::new(0),
+                stalled: AtomicBool::new(false),
             });
-            cores.push(Core {
+            cores.push(Box::new(Core {
                 index,
                 driver,
                 queues: Some(Queues {
@@ -202,7 +231,7 @@ impl Shared {
                 lifo_polls: 0,
                 searching: false,
                 local_thread: None,
-            });
+            }));
         }
         let shared = Arc::new(Shared {
             remotes: remotes.into_boxed_slice(),
@@ -212,10 +241,12 @@ impl Shared {
             config,
             blocking,
             id: crate::runtime::Id::next(),
+            alive: Alive::default(),
             shutdown: AtomicBool::new(false),
             current_thread,
             next_reactor: AtomicUsize::new(0),
             idle_cores: parking_lot::Mutex::new(Vec::new()),
+            stopped_cores: parking_lot::Mutex::new(Vec::new()),
             core_waiters: parking_lot::Mutex::new(Vec::new()),
         });
         tracing::debug!(target: "weir::worker", workers = n, current_thread, "runtime started");
@@ -250,15 +281,21 @@ impl Shared {
         {
             return &self.remotes[i].reactor;
         }
-        let i = self.next_reactor.fetch_add(1, Ordering::Relaxed) % self.remotes.len();
-        &self.remotes[i].reactor
+        let n = self.remotes.len();
+        let start = self.next_reactor.fetch_add(1, Ordering::Relaxed);
+        (0..n)
+            .map(|k| &self.remotes[(start + k) % n])
+            .find(|r| !r.stalled.load(Ordering::Relaxed))
+            .map_or(&self.remotes[start % n].reactor, |r| &r.reactor)
     }
 
-    /// Spawns a task; `owner` pins it to a worker.
+    /// Spawns a task; `owner` pins it to a worker, `local` marks a `!Send` (`spawn_local`)
+    /// task, which must stay on that worker's thread.
     pub(crate) fn spawn<F>(
         self: &Arc<Self>,
         future: F,
         owner: Option<usize>,
+        local: bool,
         location: &'static Location<'static>,
     ) -> JoinHandle<F::Output>
     where
@@ -266,7 +303,10 @@ impl Shared {
         F::Output: 'static,
     {
         let id = Id::next();
-        let (task, join) = task::new_task(future, self.clone(), id, owner, location);
+        if local && let Some(w) = owner {
+            self.remotes[w].local_tasks.fetch_add(1, Ordering::Relaxed);
+        }
+        let (task, join) = task::new_task(future, self.clone(), id, owner, local, location);
         tracing::trace!(
             target: "weir::task",
             task_id = id.as_u64(),
@@ -323,20 +363,32 @@ impl Schedule for Arc<Shared> {
     }
 
     fn release(&self, header: &Header) {
+        if header.local
+            && let Some(w) = header.owner
+        {
+            self.remotes[w].local_tasks.fetch_sub(1, Ordering::Relaxed);
+        }
         let removed = self.owned.remove(header);
         drop(removed);
     }
 }
 
 impl WorkerCx {
+    /// The queues of the worker running on this thread.
+    fn queues(&self) -> RefMut<'_, Queues> {
+        RefMut::map(self.queues.borrow_mut(), |q| {
+            q.as_mut().expect("a running worker has its queues")
+        })
+    }
+
     fn schedule_local(&self, task: Task, yielded: bool) {
         let shared = &*self.shared;
         match task.header().owner {
             Some(w) if w != self.index => shared.push_inbox(w, task),
-            Some(_) => self.queues.borrow_mut().pinned.push_back(task),
+            Some(_) => self.queues().pinned.push_back(task),
             None => {
                 let metrics = &shared.remotes[self.index].metrics;
-                let mut q = self.queues.borrow_mut();
+                let mut q = self.queues();
                 let to_queue = if yielded || self.in_dispatch.get() || !shared.config.lifo_slot {
                     Some(task)
                 } else {
@@ -378,53 +430,88 @@ impl Wake for RootWaker {
 
 /// Runs a worker on this thread until `root` completes (current-thread `block_on`) or, without
 /// a root, until the runtime shuts down (a multi-thread worker). Returns the core — also when
-/// `root` panics, with the panic to resume once the core is put back.
+/// `root` panics, with the panic to resume once the core is put back — or `None` if a task
+/// handed it to another thread (`block_in_place`; multi-thread only), after which this thread
+/// stopped being the worker once that task's poll returned.
 pub(crate) fn run<F: Future>(
     shared: &Arc<Shared>,
-    mut core: Core,
+    mut core: Box<Core>,
     root: Option<Pin<&mut F>>,
-) -> (Core, std::thread::Result<Option<F::Output>>) {
+) -> (Option<Box<Core>>, std::thread::Result<Option<F::Output>>) {
+    let index = core.index;
     let cx = WorkerCx {
         shared: shared.clone(),
-        index: core.index,
-        queues: RefCell::new(core.queues.take().expect("core queues present")),
+        index,
+        queues: RefCell::new(Some(core.queues.take().expect("core queues present"))),
         in_dispatch: Cell::new(false),
         notify_pending: Cell::new(false),
         local_thread: Cell::new(core.local_thread),
+        lent: Cell::new(None),
+        guest_reactor: RefCell::new(None),
     };
-    let out = {
+    let remote = &shared.remotes[index];
+    let (core, out) = {
         // Tasks polled here must not block on a runtime (`block_on`), nor drop one.
         let _in_runtime = crate::context::set_in_runtime(true);
+        // On a blocking-pool thread (a worker handed over), not the pool task's id.
+        let _no_task = task::set_no_current_id();
         let _worker = SetWorker::new(&cx);
-        let _reactor = core.driver.enter();
-        let remote = &shared.remotes[core.index];
+        let owner = core.driver.enter();
         *remote.thread.lock() = Some(std::thread::current().id());
         let mut worker = Worker {
             cx: &cx,
             shared,
-            remote: &shared.remotes[core.index],
-            core: &mut core,
+            remote,
+            core: Some(core),
         };
-        tracing::debug!(target: "weir::worker", worker = cx.index, "worker started");
+        tracing::debug!(target: "weir::worker", worker = index, "worker started");
         // Task panics are caught per poll; only the root future's panic gets here.
         let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| worker.run_loop(root)));
-        tracing::debug!(target: "weir::worker", worker = cx.index, "worker stopped");
-        *remote.thread.lock() = None;
-        out
+        let core = worker.core.take();
+        if core.is_some() {
+            *remote.thread.lock() = None;
+            tracing::debug!(target: "weir::worker", worker = index, "worker stopped");
+        } else {
+            tracing::debug!(target: "weir::worker", worker = index, "worker left this thread");
+        }
+        // The guest entry sits on the owner's entry: it goes first.
+        drop(cx.guest_reactor.take());
+        drop(owner);
+        (core, out)
     };
-    core.local_thread = cx.local_thread.get();
-    core.queues = Some(cx.queues.into_inner());
+    let core = core.map(|mut core| {
+        core.local_thread = cx.local_thread.get();
+        core.queues = cx.queues.take();
+        core
+    });
     (core, out)
+}
+
+/// What became of the worker while a task ran.
+#[must_use]
+#[derive(Debug, PartialEq, Eq)]
+enum Ran {
+    /// This thread still runs the worker.
+    Here,
+    /// The task handed the worker to another thread (`block_in_place`): leave the loop.
+    HandedOver,
 }
 
 struct Worker<'a> {
     cx: &'a WorkerCx,
     shared: &'a Arc<Shared>,
     remote: &'a Remote,
-    core: &'a mut Core,
+    /// `None` only while a task polls (the core is lent to `cx`) or after it was handed over.
+    core: Option<Box<Core>>,
 }
 
 impl Worker<'_> {
+    fn core(&mut self) -> &mut Core {
+        self.core
+            .as_mut()
+            .expect("the worker loop runs only while it holds its core")
+    }
+
     fn run_loop<F: Future>(&mut self, mut root: Option<Pin<&mut F>>) -> Option<F::Output> {
         let root_waker = root.as_ref().map(|_| {
             Arc::new(RootWaker {
@@ -446,43 +533,51 @@ impl Worker<'_> {
                 return None;
             }
             let root_woken = root_waker.as_deref().map(|rw| &rw.woken);
-            if let Some(task) = self.next_task() {
-                self.run_task(task);
-                continue;
+            let task = match self.next_task().or_else(|| self.search()) {
+                Some(task) => Some(task),
+                None => match self.spin(root_woken) {
+                    park::Spin::Found(task) => task,
+                    park::Spin::GaveUp => {
+                        self.park(root_woken);
+                        None
+                    }
+                },
+            };
+            if let Some(task) = task
+                && self.run_task(task) == Ran::HandedOver
+            {
+                return None;
             }
-            if let Some(task) = self.search() {
-                self.run_task(task);
-                continue;
-            }
-            match self.spin(root_woken) {
-                park::Spin::Found(Some(task)) => {
-                    self.run_task(task);
-                    continue;
-                }
-                park::Spin::Found(None) => continue,
-                park::Spin::GaveUp => {}
-            }
-            self.park(root_woken);
         }
     }
 
-    fn run_task(&mut self, task: Task) {
-        if self.core.searching {
-            self.core.searching = false;
+    fn run_task(&mut self, task: Task) -> Ran {
+        let core = self.core();
+        if core.searching {
+            core.searching = false;
             if self.shared.idle.stop_searching() && self.has_stealable_work() {
                 self.shared.notify_parked();
             }
         }
         self.remote.metrics.polls.add_owner(1);
+        // While the task polls, the core is lent to the thread's worker context, where
+        // `block_in_place` may hand it to another thread.
+        self.cx.lent.set(self.core.take());
         task.run();
+        self.core = self.cx.lent.take();
+        if self.core.is_some() {
+            Ran::Here
+        } else {
+            Ran::HandedOver
+        }
     }
 
     fn has_stealable_work(&self) -> bool {
-        !self.cx.queues.borrow().local.is_empty() || !self.shared.inject.is_empty()
+        !self.cx.queues().local.is_empty() || !self.shared.inject.is_empty()
     }
 
     fn next_task(&mut self) -> Option<Task> {
-        let core = &mut *self.core;
+        let core = self.core();
         core.tick = core.tick.wrapping_add(1);
         let tick = core.tick;
         let cfg = &self.shared.config;
@@ -494,10 +589,11 @@ impl Worker<'_> {
         {
             return Some(t);
         }
-        let mut q = self.cx.queues.borrow_mut();
+        let cx = self.cx;
+        let mut q = cx.queues();
         if let Some(t) = q.lifo.take() {
-            if self.core.lifo_polls < MAX_LIFO_POLLS {
-                self.core.lifo_polls += 1;
+            if self.core().lifo_polls < MAX_LIFO_POLLS {
+                self.core().lifo_polls += 1;
                 self.remote.metrics.lifo_polls.add_owner(1);
                 return Some(t);
             }
@@ -505,7 +601,7 @@ impl Worker<'_> {
                 self.remote.metrics.overflows.add_owner(1);
             }
         }
-        self.core.lifo_polls = 0;
+        self.core().lifo_polls = 0;
         if self.remote.inbox_len.load(Ordering::Acquire) > 0 {
             let mut inbox = self.remote.inbox.lock();
             q.pinned.extend(inbox.drain(..));
@@ -539,7 +635,7 @@ impl Worker<'_> {
     /// queue and one notification is sent afterwards.
     fn dispatch(&mut self, f: impl FnOnce(&mut Driver) -> std::io::Result<usize>) -> usize {
         self.cx.in_dispatch.set(true);
-        let r = f(&mut self.core.driver);
+        let r = f(&mut self.core().driver);
         self.cx.in_dispatch.set(false);
         self.notify_after_dispatch();
         match r {
@@ -557,7 +653,7 @@ impl Worker<'_> {
     pub(super) fn notify_after_dispatch(&self) {
         if self.cx.notify_pending.replace(false)
             && self.shared.remotes.len() > 1
-            && self.cx.queues.borrow().local.len() > 1
+            && self.cx.queues().local.len() > 1
         {
             self.shared.notify_parked();
         }
@@ -568,14 +664,15 @@ impl Worker<'_> {
         if n == 1 {
             return None;
         }
-        if !self.core.searching {
+        if !self.core().searching {
             if !self.shared.idle.try_start_searching() {
                 return None;
             }
-            self.core.searching = true;
+            self.core().searching = true;
         }
         let start = self.next_rand() as usize % n;
-        let mut q = self.cx.queues.borrow_mut();
+        let cx = self.cx;
+        let mut q = cx.queues();
         for i in 0..n {
             let w = (start + i) % n;
             if w == self.cx.index {
@@ -597,7 +694,7 @@ impl Worker<'_> {
         if self.steal_io(start, IDLE_STALL) == 0 {
             return None;
         }
-        let mut q = self.cx.queues.borrow_mut();
+        let mut q = self.cx.queues();
         q.local.pop().or_else(|| q.pinned.pop_front())
     }
 
@@ -634,11 +731,11 @@ impl Worker<'_> {
 
     fn next_rand(&mut self) -> u32 {
         // xorshift32
-        let mut x = self.core.rand;
+        let mut x = self.core().rand;
         x ^= x << 13;
         x ^= x >> 17;
         x ^= x << 5;
-        self.core.rand = x;
+        self.core().rand = x;
         x
     }
 
@@ -652,7 +749,7 @@ impl Worker<'_> {
             return true;
         }
         {
-            let q = self.cx.queues.borrow();
+            let q = self.cx.queues();
             if q.lifo.is_some() || !q.local.is_empty() || !q.pinned.is_empty() {
                 return true;
             }
@@ -665,6 +762,13 @@ impl Worker<'_> {
                 .enumerate()
                 .any(|(i, r)| i != self.cx.index && !r.steal.is_empty())
     }
+}
+
+/// A multi-thread worker leaves its loop at shutdown: shuts its core down on this thread and
+/// leaves it for the runtime to drop after everything else.
+pub(crate) fn stop(shared: &Arc<Shared>, mut core: Box<Core>) {
+    shutdown_core(shared, &mut core);
+    shared.stopped_cores.lock().push(core);
 }
 
 /// Worker exit: cancel this worker's pinned tasks on its own thread, drop queued references.
@@ -711,7 +815,7 @@ where
         let cx = cx?;
         cx.local_thread.set(Some(std::thread::current().id()));
         let shared = cx.shared.clone();
-        Some(shared.spawn(future, Some(cx.index), location))
+        Some(shared.spawn(future, Some(cx.index), true, location))
     })
 }
 

@@ -70,26 +70,26 @@ impl Worker<'_> {
     fn park_in_reactor(&mut self, root_woken: Option<&AtomicBool>) {
         let idle = &self.shared.idle;
         let index = self.cx.index;
-        let last_searcher = idle.transition_to_sleeping(index, self.core.searching);
-        self.core.searching = false;
+        let last_searcher = idle.transition_to_sleeping(index, self.core().searching);
+        self.core().searching = false;
         if self.has_work(last_searcher, root_woken) {
-            self.core.searching = idle.remove_sleeper(index);
+            self.core().searching = idle.remove_sleeper(index);
             return;
         }
         self.remote.metrics.parks.add_owner(1);
         tracing::trace!(target: "weir::sched", worker = index, "park");
         self.cx.in_dispatch.set(true);
-        if let Err(e) = self.core.driver.park(None) {
+        if let Err(e) = self.core().driver.park(None) {
             tracing::error!(target: "weir::reactor", worker = index, error = %e, "reactor wait failed");
         }
         self.cx.in_dispatch.set(false);
         // Off the sleepers list before announcing work, or the notification could pick us.
-        self.core.searching = idle.remove_sleeper(index);
+        self.core().searching = idle.remove_sleeper(index);
         self.notify_after_dispatch();
         tracing::trace!(
             target: "weir::sched",
             worker = index,
-            notified = self.core.searching,
+            notified = self.core().searching,
             "unpark"
         );
     }
