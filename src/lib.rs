@@ -50,6 +50,41 @@
 //! adds a line per task event plus the scheduler's detail, which on a busy runtime is many lines
 //! per millisecond; `RUST_LOG=weir=trace,weir::sched=off` keeps the task events without it.
 
+//!
+//! # Differences from tokio
+//!
+//! weir behaves like tokio wherever code ported from tokio would notice: the same misuse panics
+//! (`block_on` inside async code, dropping a runtime there, enter guards dropped out of order),
+//! the same task semantics (the task id is set while a task's future or output is dropped, a
+//! panicking poll drops its future during the unwind, an abort whose `Drop` panics reports the
+//! panic), [`task::block_in_place`], [`task_local!`], [`task::unconstrained`] and
+//! [`task::consume_budget`]. Where it deliberately differs:
+//!
+//! - **`block_in_place` on a worker that runs `spawn_local` tasks.** weir's
+//!   [`task::spawn_local`] pins `!Send` tasks to a worker of a multi-thread runtime (tokio
+//!   needs a `LocalSet` for them). Such a worker cannot move to another thread, so
+//!   `block_in_place` runs the closure in place: the worker's queued tasks go to the other
+//!   workers first, but its pinned tasks and its timers wait until the closure returns, and its
+//!   ready I/O waits for an idle worker to collect it. A runtime with one worker stalls
+//!   meanwhile. Elsewhere, as with tokio, the worker carries on on another thread — in weir,
+//!   its epoll and its timers along with its run queue, since each worker owns a reactor.
+//! - **Where a handed-over worker runs.** `block_in_place` hands the worker to a blocking-pool
+//!   thread (named `{thread_name}-blocking-{n}`, not pinned to a CPU even with
+//!   [`pin_workers`](runtime::Builder::pin_workers)), started past
+//!   [`max_blocking_threads`](runtime::Builder::max_blocking_threads) if none is idle: a worker
+//!   must never queue behind blocking closures. weir's workers otherwise run on threads of
+//!   their own (tokio runs every worker on its blocking pool). The caller's thread takes the
+//!   worker back if the closure returns before another thread picked it up;
+//!   [`RuntimeMetrics::worker_thread_id`](runtime::RuntimeMetrics::worker_thread_id) follows
+//!   the worker either way.
+//! - **An empty [`Builder::name`](runtime::Builder::name)** makes `build()` return an
+//!   `InvalidInput` error, like every invalid setting of weir's builder, instead of panicking
+//!   in `name`.
+//! - **Runtime ids** ([`Handle::id`](runtime::Handle::id)) are never reused within a process;
+//!   tokio's are unique among the runtimes alive at the same time.
+//! - **`enable_all`, `enable_io` and `enable_time`** are accepted and do nothing: I/O and
+//!   timers are always enabled.
+
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 

@@ -86,6 +86,13 @@ impl Drop for AliveGuard {
 /// eventfds and threads are released. Dropping waits for running tasks to reach their next
 /// `.await` and for running blocking closures; use [`shutdown_timeout`](Self::shutdown_timeout)
 /// to bound the wait.
+///
+/// # Panics
+/// Dropping a runtime inside asynchronous code — in a task, or inside a `block_on` — panics
+/// (unless the thread is already panicking): the wait could stall the runtime that thread
+/// drives. The runtime is shut down without waiting first. Drop it outside async code, in
+/// [`spawn_blocking`](crate::spawn_blocking), or use
+/// [`shutdown_background`](Self::shutdown_background), which never waits.
 pub struct Runtime {
     handle: Handle,
     flavor: Flavor,
@@ -171,8 +178,10 @@ impl Runtime {
     /// thread while the workers run the spawned tasks.
     ///
     /// # Panics
-    /// When called from a worker thread or from inside another `block_on` (it would block the
-    /// worker); when `future` panics; when the runtime shuts down while blocked.
+    /// Inside asynchronous code — in a task, or inside another `block_on`, of any weir runtime
+    /// — where blocking would stall the runtime being driven (inside
+    /// [`block_in_place`](crate::task::block_in_place) and on the blocking pool it is allowed);
+    /// when `future` panics; when the runtime shuts down while blocked.
     #[track_caller]
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
         self.handle.block_on(future)
