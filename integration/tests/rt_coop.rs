@@ -101,7 +101,7 @@ rt_test! {
             let efd = AsyncFd::new(common::eventfd()).unwrap();
             common::write_fd(efd.get_ref(), &1u64.to_ne_bytes()).unwrap();
             // Readiness known before the task starts: every `readable()` below is ready at once.
-            drop(efd.readable().await.unwrap());
+            let _ready = efd.readable().await.unwrap();
             let (_, polls) = weir::spawn(count_polls(weir::task::unconstrained(async move {
                 for _ in 0..1000 {
                     weir::task::consume_budget().await;

@@ -89,7 +89,7 @@ fn misuse_inside_a_runtime_reports_the_callers_line() {
     assert_panics_here!(rt.block_on(async { rt.block_on(async {}) }));
     assert_panics_here!(rt.block_on(async { other.block_on(async {}) }));
     assert_panics_here!(rt.block_on(async { h.block_on(async {}) }));
-    assert_panics_here!(rt.block_on(async { h.spawn_on(9, async {}) }));
-    assert_panics_here!(rt.block_on(async { weir::task::spawn_local(async {}) }));
+    assert_panics_here!(rt.block_on(async { drop(h.spawn_on(9, async {})) }));
+    assert_panics_here!(rt.block_on(async { drop(weir::task::spawn_local(async {})) }));
     assert_panics_here!(other.block_on(async { weir::task::block_in_place(|| ()) }));
 }
