@@ -62,8 +62,11 @@ impl Parker {
         match self.state.compare_exchange(EMPTY, PARKED, SeqCst, SeqCst) {
             Ok(_) => {}
             Err(NOTIFIED) => {
-                // Notified since the first check: consume it.
-                self.state.store(EMPTY, SeqCst);
+                // Notified since the first check: consume it. A swap, not a store: reading the
+                // latest value synchronizes with every notifier that swapped in NOTIFIED
+                // meanwhile, so their writes before `unpark` are visible (loom found the
+                // store losing a second notifier's flag).
+                let _ = self.state.swap(EMPTY, SeqCst);
                 return;
             }
             Err(other) => unreachable!("a parker is parked by one thread only (state {other})"),
