@@ -32,11 +32,20 @@ pub(crate) struct CompatGuard<'a> {
 }
 
 impl CompatHandle {
-    /// Makes the compat runtime (if any) current on this thread until the guard drops.
+    /// Makes the compat runtime (if any) current on this thread until the guard drops. Does
+    /// nothing while the thread exits after tokio's thread-local is gone (tokio's `enter`
+    /// would panic there, and a weir runtime kept in a thread-local shuts down then).
     pub(crate) fn enter(&self) -> CompatGuard<'_> {
         CompatGuard {
             #[cfg(feature = "tokio-compat")]
-            _guard: self.handle.as_ref().map(tokio::runtime::Handle::enter),
+            _guard: self
+                .handle
+                .as_ref()
+                .filter(|_| {
+                    !tokio::runtime::Handle::try_current()
+                        .is_err_and(|e| e.is_thread_local_destroyed())
+                })
+                .map(tokio::runtime::Handle::enter),
             #[cfg(not(feature = "tokio-compat"))]
             _lt: std::marker::PhantomData,
         }

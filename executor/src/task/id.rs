@@ -31,6 +31,8 @@ thread_local! {
     static CURRENT: Cell<Option<Id>> = const { Cell::new(None) };
 }
 
+/// Restores the previous current id when dropped (shutdown paths may run while the thread
+/// exits: every access uses `try_with`).
 pub(crate) struct ResetId(Option<Id>);
 
 impl Drop for ResetId {
@@ -41,12 +43,12 @@ impl Drop for ResetId {
 }
 
 pub(crate) fn set_current(id: Id) -> ResetId {
-    ResetId(CURRENT.with(|c| c.replace(Some(id))))
+    ResetId(CURRENT.try_with(|c| c.replace(Some(id))).unwrap_or(None))
 }
 
 /// No task is current until the guard drops (a worker loop run from a blocking-pool task).
 pub(crate) fn set_none() -> ResetId {
-    ResetId(CURRENT.with(|c| c.replace(None)))
+    ResetId(CURRENT.try_with(|c| c.replace(None)).unwrap_or(None))
 }
 
 /// The id of the task being polled.
@@ -60,5 +62,5 @@ pub fn id() -> Id {
 
 /// The id of the task being polled, or `None` outside a task.
 pub fn try_id() -> Option<Id> {
-    CURRENT.with(|c| c.get())
+    CURRENT.try_with(|c| c.get()).unwrap_or(None)
 }

@@ -99,7 +99,10 @@ pub(crate) struct Shared {
     pub(crate) idle_cores: parking_lot::Mutex<Vec<Box<Core>>>,
     /// Cores of multi-thread workers that left their loop at shutdown (already shut down by
     /// their thread), for the runtime to drop last.
-    #[expect(clippy::vec_box, reason = "cores move between threads; see `idle_cores`")]
+    #[expect(
+        clippy::vec_box,
+        reason = "cores move between threads; see `idle_cores`"
+    )]
     pub(crate) stopped_cores: parking_lot::Mutex<Vec<Box<Core>>>,
     /// Threads waiting for a core to be released (current-thread `block_on` contention).
     pub(crate) core_waiters: parking_lot::Mutex<Vec<Waker>>,
@@ -178,7 +181,7 @@ struct SetWorker(*const WorkerCx);
 
 impl SetWorker {
     fn new(cx: &WorkerCx) -> SetWorker {
-        SetWorker(WORKER.with(|c| c.replace(cx)))
+        SetWorker(WORKER.try_with(|c| c.replace(cx)).unwrap_or(ptr::null()))
     }
 }
 
@@ -196,7 +199,10 @@ pub(crate) fn current_index() -> Option<usize> {
 
 impl Shared {
     /// Builds the shared state and one core per worker.
-    #[expect(clippy::vec_box, reason = "cores move between threads; see `idle_cores`")]
+    #[expect(
+        clippy::vec_box,
+        reason = "cores move between threads; see `idle_cores`"
+    )]
     pub(crate) fn new(
         config: Config,
         drivers: Vec<Driver>,
