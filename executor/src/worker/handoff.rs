@@ -101,6 +101,9 @@ fn hand_over(cx: &WorkerCx, mut core: Box<Core>) -> Result<Slot, Box<Core>> {
             run_handed_over(&shared, &slot);
         }
     };
+    // Leave before the job can start: from then on nothing here may act as the worker. Stay a
+    // guest of the worker's reactor: its new owner turns it.
+    leave(cx, &remote.reactor);
     if let Err(e) = shared.blocking.spawn_mandatory(job) {
         tracing::warn!(
             target: "weir::worker",
@@ -111,10 +114,9 @@ fn hand_over(cx: &WorkerCx, mut core: Box<Core>) -> Result<Slot, Box<Core>> {
         let mut core = slot.lock().take().expect("the job never ran");
         *cx.queues.borrow_mut() = core.queues.take();
         *remote.thread.lock() = Some(std::thread::current().id());
+        rejoin(cx);
         return Err(core);
     }
-    // A guest of the worker's reactor: its new owner turns it.
-    leave(cx, &remote.reactor);
     tracing::debug!(target: "weir::worker", worker = cx.index, "worker handed over for block_in_place");
     Ok(slot)
 }
