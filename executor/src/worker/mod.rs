@@ -30,6 +30,10 @@
 //! yields go to the back, and wake a sleeper to steal when more than one task is queued. Wakes
 //! from other threads go to the inject queue (or, for pinned tasks, to the owning worker's inbox)
 //! and unpark a sleeper.
+//!
+//! A worker is not tied to a thread: while a task polls, its core is lent to the thread's
+//! worker context, and a task that blocks in `block_in_place` hands it to another thread
+//! (`handoff.rs`).
 
 mod handoff;
 mod idle;
