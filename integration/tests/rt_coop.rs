@@ -25,9 +25,7 @@ const BUDGET: usize = 128;
 /// of them were ready at once.
 async fn ready_in_one_poll<F: Future>(n: usize, mut make: impl FnMut() -> F) -> usize {
     poll_fn(|cx| {
-        let ready = (0..n)
-            .filter(|_| pin!(make()).poll(cx).is_ready())
-            .count();
+        let ready = (0..n).filter(|_| pin!(make()).poll(cx).is_ready()).count();
         Poll::Ready(ready)
     })
     .await
