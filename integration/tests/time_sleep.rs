@@ -212,5 +212,21 @@ rt_test! {
     }
 }
 
+/// The paths tokio code uses for these types exist, and name weir's types.
+#[test]
+fn tokio_paths_of_duration_and_elapsed() {
+    let hour: weir::time::Duration = std::time::Duration::from_secs(3600);
+    let rt = weir::runtime::Builder::new_current_thread().build().unwrap();
+    let err: weir::time::error::Elapsed = rt
+        .block_on(timeout(Duration::ZERO, std::future::pending::<()>()))
+        .unwrap_err();
+    let same: weir::time::Elapsed = err.clone();
+    assert_eq!(same, err);
+    assert_eq!(err.to_string(), "deadline has elapsed");
+    let io: std::io::Error = err.into();
+    assert_eq!(io.kind(), std::io::ErrorKind::TimedOut);
+    assert_eq!(hour.as_secs(), 3600);
+}
+
 /// Bound of the waits that are expected to complete.
 const LIMIT: Duration = Duration::from_secs(30);
