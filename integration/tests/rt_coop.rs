@@ -74,7 +74,7 @@ rt_test! {
             unix.writable().await.unwrap();
             assert_eq!(ready_in_one_poll(CHECKS, || unix.writable()).await, CHECKS, "UnixStream::writable");
             let efd = AsyncFd::new(common::eventfd()).unwrap();
-            drop(efd.writable().await.unwrap());
+            let _ready = efd.writable().await.unwrap();
             assert_eq!(ready_in_one_poll(CHECKS, || efd.writable()).await, CHECKS, "AsyncFd::writable");
 
             // The usual readiness loop, many times over in one task poll: never a spurious

@@ -216,7 +216,9 @@ rt_test! {
 #[test]
 fn tokio_paths_of_duration_and_elapsed() {
     let hour: weir::time::Duration = std::time::Duration::from_secs(3600);
-    let rt = weir::runtime::Builder::new_current_thread().build().unwrap();
+    let rt = weir::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
     let err: weir::time::error::Elapsed = rt
         .block_on(timeout(Duration::ZERO, std::future::pending::<()>()))
         .unwrap_err();

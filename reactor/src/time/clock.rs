@@ -227,8 +227,7 @@ fn current(what: &str) -> Handle {
 ///     assert_eq!(start.elapsed(), Duration::from_secs(3600));
 /// }
 /// ```
-///
-/// #[track_caller]
+#[track_caller]
 pub fn pause() {
     let handle = current("pause");
     if let Err(message) = handle.inner.clock.pause() {
