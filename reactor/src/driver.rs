@@ -828,9 +828,11 @@ impl Handle {
 
     /// Ends one [`inhibit_auto_advance`](Self::inhibit_auto_advance). Call it once the work's
     /// result is published and its waiters woken, or the idle reactor may advance the clock
-    /// first. The last one unparks the owner, so that a paused, idle reactor advances again.
+    /// first. The last one unparks the owner if the clock is paused, so that an idle reactor
+    /// advances again (a clock paused later is unparked by `pause` itself).
     pub fn allow_auto_advance(&self) {
-        if self.inner.clock.is_pausable() && self.inner.clock.release() {
+        let clock = &self.inner.clock;
+        if clock.is_pausable() && clock.release() && clock.is_paused() {
             self.unpark();
         }
     }
