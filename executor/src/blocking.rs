@@ -30,6 +30,10 @@ pub(crate) struct Pool {
     stack_size: Option<usize>,
     /// The runtime whose context pool threads enter.
     runtime: OnceLock<Weak<Shared>>,
+    /// A current-thread runtime's reactor, whose clock can be paused: each closure holds it
+    /// from spawn to completion, so the idle runtime does not jump the paused clock ahead of a
+    /// result that comes in real time. `None` on a multi-thread runtime.
+    clock: OnceLock<Option<weir_reactor::Handle>>,
 }
 
 #[derive(Default)]
@@ -74,11 +78,20 @@ impl Pool {
             thread_name,
             stack_size,
             runtime: OnceLock::new(),
+            clock: OnceLock::new(),
         })
     }
 
     pub(crate) fn set_runtime(&self, shared: &Arc<Shared>) {
         let _ = self.runtime.set(Arc::downgrade(shared));
+        let clock = shared
+            .is_current_thread()
+            .then(|| shared.remotes[0].reactor.clone());
+        let _ = self.clock.set(clock);
+    }
+
+    fn pausable_reactor(&self) -> Option<&weir_reactor::Handle> {
+        self.clock.get().and_then(Option::as_ref)
     }
 
     pub(crate) fn spawn<F, R>(
@@ -93,6 +106,10 @@ impl Pool {
         let id = Id::next();
         let (task, join) = task::new_task(BlockingTask(Some(f)), self.clone(), id, None, location);
         tracing::trace!(target: "weir::task", task_id = id.as_u64(), location = %location, "spawn_blocking");
+        // Released in `release`, once the output is published and the join side woken.
+        if let Some(reactor) = self.pausable_reactor() {
+            reactor.inhibit_auto_advance();
+        }
         self.schedule(task, false);
         JoinHandle::new(join)
     }
@@ -224,5 +241,9 @@ impl Schedule for Arc<Pool> {
         }
     }
 
-    fn release(&self, _header: &Header) {}
+    fn release(&self, _header: &Header) {
+        if let Some(reactor) = self.pausable_reactor() {
+            reactor.allow_auto_advance();
+        }
+    }
 }

@@ -63,6 +63,7 @@ pub struct Builder {
     pin_workers: bool,
     timer_spin: Duration,
     tokio_compat_threads: usize,
+    start_paused: bool,
 }
 
 impl Builder {
@@ -87,6 +88,7 @@ impl Builder {
             timer_spin: weir_reactor::DEFAULT_TIMER_SPIN,
             pin_workers: false,
             tokio_compat_threads: 0,
+            start_paused: false,
         }
     }
 
@@ -281,6 +283,17 @@ impl Builder {
         self
     }
 
+    /// Starts the runtime with its clock paused, for tests: time stands still, moves with
+    /// `weir::time::advance`, and jumps to the next timer whenever the runtime is idle (see
+    /// `weir::time::pause`). Only for the current-thread flavour, whose single clock every
+    /// thread of the runtime reads; on a multi-thread runtime [`build`](Self::build) fails
+    /// with `InvalidInput`. A runtime built without it can still be paused by
+    /// `weir::time::pause` (current-thread flavour).
+    pub fn start_paused(&mut self, paused: bool) -> &mut Builder {
+        self.start_paused = paused;
+        self
+    }
+
     /// No-op, for code written for tokio: I/O and timers are always enabled.
     pub fn enable_all(&mut self) -> &mut Builder {
         self
@@ -314,6 +327,12 @@ impl Builder {
                     )));
                 }
                 1
+            }
+            Flavor::MultiThread if self.start_paused => {
+                return Err(bad("start_paused(true) needs a current-thread runtime \
+                     (Builder::new_current_thread): each worker of a multi-thread runtime keeps \
+                     its own clock, which cannot be paused"
+                    .to_string()));
             }
             Flavor::MultiThread => match self.workers {
                 Some(n) if n == 0 || n > MAX_WORKERS => {
@@ -424,6 +443,8 @@ impl Builder {
                     epoll_pwait2: self.epoll_pwait2,
                     index,
                     timer_spin: self.timer_spin,
+                    pausable_clock: current_flavor(self.flavor),
+                    start_paused: self.start_paused,
                 })
             })
             .collect::<io::Result<Vec<_>>>()?;
@@ -606,6 +627,7 @@ impl fmt::Debug for Builder {
             .field("kernel_busy_poll", &self.kernel_busy_poll)
             .field("pin_workers", &self.pin_workers)
             .field("tokio_compat_threads", &self.tokio_compat_threads)
+            .field("start_paused", &self.start_paused)
             .finish_non_exhaustive()
     }
 }
