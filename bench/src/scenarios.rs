@@ -519,7 +519,11 @@ fn start_server(
 }
 
 /// Starts a server of `kind` for `cont`, confined to CPU `cpu` (`--cpu`).
-fn start_server_on(kind: &str, cont: &Contender, cpu: usize) -> io::Result<(ServerProc, SocketAddr)> {
+fn start_server_on(
+    kind: &str,
+    cont: &Contender,
+    cpu: usize,
+) -> io::Result<(ServerProc, SocketAddr)> {
     let mut args = vec![
         "--kind".to_string(),
         kind.to_string(),

@@ -217,7 +217,8 @@ pub(crate) fn idle_connect(addr: SocketAddr, n: usize) -> io::Result<Vec<TcpStre
 
 /// `weir-bench load …`: the open-loop HTTP generator on its own (see the crate docs).
 pub(crate) fn cli(args: &[String]) -> ! {
-    let usage = "usage: weir-bench load --addr IP:PORT --rate REQ_PER_S [--secs S] [--conns N] [--cpu C]";
+    let usage =
+        "usage: weir-bench load --addr IP:PORT --rate REQ_PER_S [--secs S] [--conns N] [--cpu C]";
     let mut addr: Option<SocketAddr> = None;
     let (mut rate, mut secs, mut conns, mut cpu) = (None::<f64>, 5.0f64, 64usize, None::<usize>);
     let mut it = args.iter();
@@ -262,10 +263,18 @@ pub(crate) fn cli(args: &[String]) -> ! {
         Ok(r) => {
             let mut lat = r.latencies_ns.clone();
             lat.sort_unstable();
-            let q = |f: f64| lat.get(((lat.len() as f64 - 1.0) * f) as usize).map_or(0.0, |&n| n as f64 / 1e3);
+            let q = |f: f64| {
+                lat.get(((lat.len() as f64 - 1.0) * f) as usize)
+                    .map_or(0.0, |&n| n as f64 / 1e3)
+            };
             println!(
                 "scheduled {} completed {} errors {} late_sends {} p50 {:.0} µs p99 {:.0} µs",
-                r.scheduled, r.completed, r.errors, r.late_sends, q(0.5), q(0.99)
+                r.scheduled,
+                r.completed,
+                r.errors,
+                r.late_sends,
+                q(0.5),
+                q(0.99)
             );
             std::process::exit(0);
         }

@@ -130,7 +130,8 @@ pub(super) fn pinned(ctx: &mut Ctx) -> ScenarioResult {
             return sc;
         }
         Err(e) => {
-            ctx.errors.push(format!("pinned: reading the CPU mask: {e}"));
+            ctx.errors
+                .push(format!("pinned: reading the CPU mask: {e}"));
             return sc;
         }
     };
@@ -149,7 +150,8 @@ pub(super) fn pinned(ctx: &mut Ctx) -> ScenarioResult {
     let restore = match ThreadCpus::pin(load_cpu) {
         Ok(r) => r,
         Err(e) => {
-            ctx.errors.push(format!("pinned: pinning the generator: {e}"));
+            ctx.errors
+                .push(format!("pinned: pinning the generator: {e}"));
             return sc;
         }
     };
@@ -190,12 +192,7 @@ pub(super) fn pinned(ctx: &mut Ctx) -> ScenarioResult {
 }
 
 /// One open-loop round at `rate` against `cont` pinned to `cpu`.
-fn open_loop(
-    cont: &Contender,
-    cpu: usize,
-    rate: f64,
-    t: &super::Timing,
-) -> io::Result<Measured> {
+fn open_loop(cont: &Contender, cpu: usize, rate: f64, t: &super::Timing) -> io::Result<Measured> {
     let (mut server, addr) = start_server_on("http", cont, cpu)?;
     let response_len = load::http_response_len(addr)?;
     let cfg = load::OpenLoopConfig {
@@ -297,7 +294,8 @@ fn add_claims(sc: &mut ScenarioResult) {
             ("weir", "raw-epoll-mw200"),
             Bound::AtMost(1.15),
         ));
-        let text = "pinned 30k: weir (default) p99 ≤ tokio-mt p99 + 200 µs (the window)".to_string();
+        let text =
+            "pinned 30k: weir (default) p99 ≤ tokio-mt p99 + 200 µs (the window)".to_string();
         sc.claims.push(
             match (
                 med(sc, at, "weir", "p99_us"),
@@ -347,9 +345,8 @@ impl ThreadCpus {
         // SAFETY: an all-zero cpu_set_t is a valid (empty) set.
         let mut saved: libc::cpu_set_t = unsafe { std::mem::zeroed() };
         // SAFETY: `saved` is a live cpu_set_t of the size passed; pid 0 is this thread.
-        let rc = unsafe {
-            libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &raw mut saved)
-        };
+        let rc =
+            unsafe { libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &raw mut saved) };
         if rc != 0 {
             return Err(io::Error::last_os_error());
         }
@@ -361,8 +358,6 @@ impl ThreadCpus {
 impl Drop for ThreadCpus {
     fn drop(&mut self) {
         // SAFETY: `saved` is the set read from this thread earlier; the kernel only reads it.
-        unsafe {
-            libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &raw const self.saved)
-        };
+        unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &raw const self.saved) };
     }
 }

@@ -240,7 +240,11 @@ impl Server {
         };
         let data = user_data(idx, conn.generation);
         self.push(opcode::PollRemove::new(data).build().user_data(REMOVAL))?;
-        self.push(opcode::PollRemove::new(data | OUT).build().user_data(REMOVAL))?;
+        self.push(
+            opcode::PollRemove::new(data | OUT)
+                .build()
+                .user_data(REMOVAL),
+        )?;
         self.ring.submit()?;
         drop(conn);
         self.free.push(idx);
