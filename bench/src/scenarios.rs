@@ -1655,7 +1655,7 @@ Transfer/sec:      5.50MB
         assert_eq!(o.rounds, 1);
         assert!(parse(&["nope".into()]).is_err());
         assert!(parse(&["--rounds".into(), "0".into()]).is_err());
-        assert_eq!(parse(&[]).unwrap().scenarios.len(), 7);
+        assert_eq!(parse(&[]).unwrap().scenarios.len(), SCENARIOS.len());
     }
 
     #[test]

@@ -531,6 +531,23 @@ mod tests {
     }
 
     #[test]
+    fn raw_loops_and_pinning() {
+        let c = parse(&args(
+            "--rt raw-epoll --kind http --min-wait-us 200 --cpu 0",
+        ))
+        .unwrap();
+        assert_eq!((c.rt, c.kind), (Rt::RawEpoll, Kind::Http));
+        assert_eq!(c.raw_min_wait, Some(Duration::from_micros(200)));
+        assert_eq!(c.weir.min_wait, None);
+        assert_eq!(c.cpu, Some(0));
+        let c = parse(&args("--rt raw-uring --kind http")).unwrap();
+        assert_eq!((c.rt, c.raw_min_wait), (Rt::RawUring, None));
+        // Pinned to one CPU, the multi-thread flavours default to one worker.
+        let c = parse(&args("--rt tokio --cpu 0")).unwrap();
+        assert_eq!(c.workers, 1);
+    }
+
+    #[test]
     fn rejects() {
         for bad in [
             "--bogus",
@@ -538,7 +555,10 @@ mod tests {
             "--kind ftp",
             "--rt tokio --min-wait-us 10",
             "--rt tokio --sharded",
-            "--rt raw-epoll --kind http",
+            "--rt busy-loop --kind http",
+            "--rt raw-uring --kind echo",
+            "--rt raw-epoll --min-wait-adaptive-us 10",
+            "--cpu x",
             "--rt busy-loop --workers 2",
             "--rt raw-epoll --flavor mt",
             "--flavor ct --workers 2",
