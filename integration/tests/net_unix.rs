@@ -34,6 +34,18 @@ impl Drop for TempDir {
     }
 }
 
+/// A path naming a fresh abstract socket: a leading NUL byte, then a name unique to this
+/// process and call. Abstract names need no file and vanish with the socket.
+fn abstract_path(tag: &str) -> (PathBuf, Vec<u8>) {
+    use std::os::unix::ffi::OsStringExt;
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let name = format!("weir-test-{}-{tag}-{n}", std::process::id()).into_bytes();
+    let mut raw = vec![0u8];
+    raw.extend_from_slice(&name);
+    (PathBuf::from(std::ffi::OsString::from_vec(raw)), name)
+}
+
 /// Payload of client `i`: distinct per client and per byte position.
 fn payload(i: usize, len: usize) -> Vec<u8> {
     (0..len).map(|j| (i * 31 + j * 7) as u8).collect()
@@ -701,6 +713,42 @@ rt_test! {
             drop(sender);
             conn.await.unwrap().unwrap();
             server.await.unwrap().unwrap();
+        });
+    }
+}
+
+rt_test! {
+    /// Paths starting with a NUL byte name abstract sockets, as in tokio; they used to be
+    /// rejected as "paths must not contain interior null bytes".
+    fn abstract_names_bind_and_connect(rt) {
+        use futures::io::{AsyncReadExt, AsyncWriteExt};
+        use std::os::linux::net::SocketAddrExt;
+        rt.block_on(async {
+            let (path, name) = abstract_path("stream");
+            let listener = UnixListener::bind(&path).unwrap();
+            assert_eq!(listener.local_addr().unwrap().as_abstract_name(), Some(&name[..]));
+            let mut client = UnixStream::connect(&path).await.unwrap();
+            assert_eq!(client.peer_addr().unwrap().as_abstract_name(), Some(&name[..]));
+            let (mut server, _) = listener.accept().await.unwrap();
+            client.write_all(b"abstract").await.unwrap();
+            let mut got = [0u8; 8];
+            server.read_exact(&mut got).await.unwrap();
+            assert_eq!(&got, b"abstract");
+
+            let (dpath, dname) = abstract_path("dgram");
+            let receiver = UnixDatagram::bind(&dpath).unwrap();
+            assert_eq!(receiver.local_addr().unwrap().as_abstract_name(), Some(&dname[..]));
+            let (spath, sname) = abstract_path("sender");
+            let sender = UnixDatagram::bind(&spath).unwrap();
+            sender.send_to(b"to", &dpath).await.unwrap();
+            let mut buf = [0u8; 16];
+            let (n, from) = receiver.recv_from(&mut buf).await.unwrap();
+            assert_eq!(&buf[..n], b"to");
+            assert_eq!(from.as_abstract_name(), Some(&sname[..]));
+            sender.connect(&dpath).unwrap();
+            sender.send(b"connected").await.unwrap();
+            let n = receiver.recv(&mut buf).await.unwrap();
+            assert_eq!(&buf[..n], b"connected");
         });
     }
 }

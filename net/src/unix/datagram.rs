@@ -32,13 +32,25 @@ impl UnixDatagram {
         })
     }
 
-    /// Creates a socket bound to `path`.
+    /// Creates a socket bound to `path`. A path whose first byte is NUL names a socket in
+    /// Linux's abstract namespace (the bytes after the NUL are the name; no file is created).
     ///
     /// # Errors
-    /// The OS error of `socket(2)` or `bind(2)` (`AddrInUse` when a file exists at `path`), or
-    /// a registration error of the reactor.
+    /// `InvalidInput` when `path` is too long for a Unix socket address or contains a NUL byte
+    /// other than the leading one; otherwise as [`bind_addr`](Self::bind_addr).
     pub fn bind<P: AsRef<Path>>(path: P) -> io::Result<UnixDatagram> {
-        UnixDatagram::new(net::UnixDatagram::bind(path)?)
+        UnixDatagram::bind_addr(&super::addr::from_path(path.as_ref())?)
+    }
+
+    /// Creates a socket bound to `addr`: a path, or an abstract name
+    /// (`std::os::linux::net::SocketAddrExt::from_abstract_name`). An unnamed address lets the
+    /// kernel choose an abstract name.
+    ///
+    /// # Errors
+    /// The OS error of `socket(2)` or `bind(2)` (`AddrInUse` when a file or another socket
+    /// already has the address), or a registration error of the reactor.
+    pub fn bind_addr(addr: &SocketAddr) -> io::Result<UnixDatagram> {
+        UnixDatagram::new(net::UnixDatagram::bind_addr(addr)?)
     }
 
     /// Creates a socket bound to no address. It can send to named sockets, and receive replies
@@ -78,11 +90,14 @@ impl UnixDatagram {
     }
 
     /// Connects the socket to the socket bound at `path`: `send`/`recv` then talk to it only.
+    /// A path whose first byte is NUL names an abstract socket.
     ///
     /// # Errors
-    /// The OS error of `connect(2)` (`NotFound`, `ConnectionRefused`).
+    /// The OS error of `connect(2)` (`NotFound`, `ConnectionRefused`), or `InvalidInput` when
+    /// `path` is too long or contains a NUL byte other than the leading one.
     pub fn connect<P: AsRef<Path>>(&self, path: P) -> io::Result<()> {
-        self.io.get_ref().connect(path)
+        let addr = super::addr::from_path(path.as_ref())?;
+        self.io.get_ref().connect_addr(&addr)
     }
 
     /// The address this socket is bound to.
@@ -203,17 +218,19 @@ impl UnixDatagram {
 
     // ---- addressed send / recv ----
 
-    /// Sends `buf` as one datagram to the socket bound at `target`; returns its length.
+    /// Sends `buf` as one datagram to the socket bound at `target` (a path whose first byte
+    /// is NUL names an abstract socket); returns its length.
     ///
     /// # Cancel safety
     /// Cancel safe: if the future is dropped before it completes, nothing was sent.
     ///
     /// # Errors
-    /// `InvalidInput` when `target` is too long for a Unix socket address, `NotFound` /
+    /// `InvalidInput` when `target` is too long for a Unix socket address or contains a NUL
+    /// byte other than the leading one, `NotFound` /
     /// `ConnectionRefused` when no socket is bound there, other OS errors of `sendto(2)`, or a
     /// shut-down reactor.
     pub async fn send_to<P: AsRef<Path>>(&self, buf: &[u8], target: P) -> io::Result<usize> {
-        let addr = SockAddr::unix(target)?;
+        let addr = target_addr(target.as_ref())?;
         self.io
             .registration()
             .async_io(Interest::WRITABLE, || self.send_to_raw(buf, &addr))
@@ -242,7 +259,7 @@ impl UnixDatagram {
     /// `WouldBlock` when not writable (readiness is then cleared), otherwise as
     /// [`send_to`](Self::send_to).
     pub fn try_send_to<P: AsRef<Path>>(&self, buf: &[u8], target: P) -> io::Result<usize> {
-        let addr = SockAddr::unix(target)?;
+        let addr = target_addr(target.as_ref())?;
         self.io
             .registration()
             .try_io(Interest::WRITABLE, || self.send_to_raw(buf, &addr))
@@ -270,7 +287,7 @@ impl UnixDatagram {
         buf: &[u8],
         target: P,
     ) -> Poll<io::Result<usize>> {
-        let addr = SockAddr::unix(target)?;
+        let addr = target_addr(target.as_ref())?;
         self.io
             .registration()
             .poll_io(cx, Direction::Write, || self.send_to_raw(buf, &addr))
@@ -308,4 +325,9 @@ impl fmt::Debug for UnixDatagram {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(self.io.get_ref(), f)
     }
+}
+
+/// The raw address of a `send_to` target.
+fn target_addr(target: &Path) -> io::Result<SockAddr> {
+    super::addr::to_sock_addr(&super::addr::from_path(target)?)
 }

@@ -7,6 +7,7 @@
 //! streams and datagram sockets pass `MSG_NOSIGNAL`, so a closed peer is reported as an
 //! `EPIPE` error ([`std::io::ErrorKind::BrokenPipe`]) and never raises `SIGPIPE`.
 
+mod addr;
 mod datagram;
 mod listener;
 mod split;
