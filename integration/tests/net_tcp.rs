@@ -688,3 +688,53 @@ rt_test!(
         })
     }
 );
+
+rt_test!(
+    fn zero_linger_resets_the_connection(rt) {
+        rt.block_on(async {
+            let (client, mut server) = pair().await;
+            assert_eq!(client.linger().unwrap(), None);
+            client.set_zero_linger().unwrap();
+            assert_eq!(client.linger().unwrap(), Some(Duration::ZERO));
+            drop(client);
+            // An abortive close: the peer reads a reset, not end of stream.
+            let mut buf = [0u8; 8];
+            let e = server.read(&mut buf).await.unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset);
+
+            let socket = TcpSocket::new_v4().unwrap();
+            socket.set_zero_linger().unwrap();
+            assert_eq!(socket.linger().unwrap(), Some(Duration::ZERO));
+        })
+    }
+);
+
+rt_test!(
+    fn tcp_socket_tos_tclass_and_device(rt) {
+        rt.block_on(async {
+            let socket = TcpSocket::new_v4().unwrap();
+            // DSCP AF21 (0x48), no ECN bits.
+            socket.set_tos_v4(0x48).unwrap();
+            assert_eq!(socket.tos_v4().unwrap(), 0x48);
+            assert_eq!(socket.device().unwrap(), None);
+            socket.bind((Ipv4Addr::LOCALHOST, 0).into()).unwrap();
+            let listener = socket.listen(4).unwrap();
+            let addr = listener.local_addr().unwrap();
+            let client = TcpSocket::new_v4().unwrap();
+            client.set_tos_v4(0x20).unwrap();
+            let (stream, accepted) = futures::join!(client.connect(addr), listener.accept());
+            let stream = stream.unwrap();
+            drop(accepted.unwrap());
+            // The option stays on the connection made from the socket.
+            assert_eq!(socket2::SockRef::from(&stream).tos_v4().unwrap(), 0x20);
+
+            match TcpSocket::new_v6() {
+                Ok(v6) => {
+                    v6.set_tclass_v6(0x48).unwrap();
+                    assert_eq!(v6.tclass_v6().unwrap(), 0x48);
+                }
+                Err(e) => common::skip("tcp_socket_tos_tclass_and_device (IPv6 part)", e),
+            }
+        })
+    }
+);

@@ -4,6 +4,7 @@ mod common;
 
 use std::io::{self, ErrorKind};
 use std::net::Shutdown;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -749,6 +750,109 @@ rt_test! {
             sender.send(b"connected").await.unwrap();
             let n = receiver.recv(&mut buf).await.unwrap();
             assert_eq!(&buf[..n], b"connected");
+        });
+    }
+}
+
+rt_test! {
+    fn std_socket_addrs_bind_and_connect(rt) {
+        use futures::io::{AsyncReadExt, AsyncWriteExt};
+        use std::os::linux::net::SocketAddrExt;
+        use weir::net::unix::SocketAddr;
+        let dir = TempDir::new("addr");
+        rt.block_on(async {
+            // An abstract name built by the standard library.
+            let (_, name) = abstract_path("bind-addr");
+            let addr = SocketAddr::from_abstract_name(&name).unwrap();
+            let listener = UnixListener::bind_addr(&addr).unwrap();
+            assert_eq!(listener.local_addr().unwrap().as_abstract_name(), Some(&name[..]));
+            let mut client = UnixStream::connect_addr(&addr).await.unwrap();
+            let (mut server, _) = listener.accept().await.unwrap();
+            server.write_all(b"via addr").await.unwrap();
+            let mut got = [0u8; 8];
+            client.read_exact(&mut got).await.unwrap();
+            assert_eq!(&got, b"via addr");
+
+            // A path address.
+            let path = dir.path("bind-addr.sock");
+            let addr = SocketAddr::from_pathname(&path).unwrap();
+            let listener = UnixListener::bind_addr(&addr).unwrap();
+            assert_eq!(listener.local_addr().unwrap().as_pathname(), Some(path.as_path()));
+            let client = UnixStream::connect_addr(&addr).await.unwrap();
+            let (server, _) = listener.accept().await.unwrap();
+            assert_eq!(client.peer_addr().unwrap().as_pathname(), Some(path.as_path()));
+            drop(server);
+
+            // Datagram sockets.
+            let (_, dname) = abstract_path("dgram-addr");
+            let daddr = SocketAddr::from_abstract_name(&dname).unwrap();
+            let receiver = UnixDatagram::bind_addr(&daddr).unwrap();
+            let sender = UnixDatagram::unbound().unwrap();
+            let mut raw = vec![0u8];
+            raw.extend_from_slice(&dname);
+            let target = std::ffi::OsStr::from_bytes(&raw);
+            sender.send_to(b"dgram", target).await.unwrap();
+            let mut buf = [0u8; 8];
+            assert_eq!(receiver.recv(&mut buf).await.unwrap(), 5);
+            assert_eq!(&buf[..5], b"dgram");
+
+            // Nothing listens on an abstract name nobody bound.
+            let (_, free) = abstract_path("nobody");
+            let e = UnixStream::connect_addr(&SocketAddr::from_abstract_name(&free).unwrap())
+                .await
+                .unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::ConnectionRefused);
+            // A file path with a NUL byte inside stays an error.
+            let e = UnixListener::bind(dir.path("a\0b")).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidInput);
+        });
+    }
+}
+
+rt_test! {
+    fn unix_socket_listen_connect_and_datagram(rt) {
+        use futures::io::{AsyncReadExt, AsyncWriteExt};
+        use weir::net::UnixSocket;
+        let dir = TempDir::new("socket");
+        let server_path = dir.path("server.sock");
+        let client_path = dir.path("client.sock");
+        rt.block_on(async {
+            let socket = UnixSocket::new_stream().unwrap();
+            socket.bind(&server_path).unwrap();
+            assert!(format!("{socket:?}").contains("UnixSocket"));
+            let listener = socket.listen(8).unwrap();
+
+            // A client bound to a path of its own before connecting: the server sees it.
+            let client = UnixSocket::new_stream().unwrap();
+            client.bind(&client_path).unwrap();
+            let mut client = client.connect(&server_path).await.unwrap();
+            let (mut server, peer) = listener.accept().await.unwrap();
+            assert_eq!(peer.as_pathname(), Some(client_path.as_path()));
+            client.write_all(b"hello").await.unwrap();
+            let mut got = [0u8; 5];
+            server.read_exact(&mut got).await.unwrap();
+            assert_eq!(&got, b"hello");
+
+            // Datagram sockets, one on an abstract name.
+            let (apath, _) = abstract_path("socket-dgram");
+            let a = UnixSocket::new_datagram().unwrap();
+            a.bind(&apath).unwrap();
+            let a = a.datagram().unwrap();
+            let b = UnixSocket::new_datagram().unwrap().datagram().unwrap();
+            b.send_to(b"dg", &apath).await.unwrap();
+            let mut buf = [0u8; 4];
+            assert_eq!(a.recv(&mut buf).await.unwrap(), 2);
+
+            // The wrong kind of socket for the conversion is refused.
+            let e = UnixSocket::new_datagram().unwrap().listen(1).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidInput);
+            let e = UnixSocket::new_datagram().unwrap().connect(&server_path).await.unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidInput);
+            let e = UnixSocket::new_stream().unwrap().datagram().unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidInput);
+            // Binding an address in use fails.
+            let e = UnixSocket::new_stream().unwrap().bind(&server_path).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::AddrInUse);
         });
     }
 }

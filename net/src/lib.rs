@@ -30,4 +30,4 @@ pub use hyper_client::HttpInfo;
 pub use shard::{NapiStats, Serving, ShardStats, ShardedListener, ShardedListenerBuilder};
 pub use tcp::{TcpListener, TcpSocket, TcpStream};
 pub use udp::UdpSocket;
-pub use unix::{UnixDatagram, UnixListener, UnixStream};
+pub use unix::{UnixDatagram, UnixListener, UnixSocket, UnixStream};

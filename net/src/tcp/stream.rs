@@ -269,12 +269,25 @@ impl TcpStream {
         SockRef::from(self.io.get_ref()).linger()
     }
 
-    /// Sets `SO_LINGER`. `Some(Duration::ZERO)` makes closing the stream send a reset.
+    /// Sets `SO_LINGER`. A non-zero duration makes dropping the stream block the dropping
+    /// thread (a worker, in async code) while unsent data drains; prefer
+    /// [`set_zero_linger`](Self::set_zero_linger) or the shut-down-then-read-to-end pattern.
     ///
     /// # Errors
     /// The error of `setsockopt(2)`.
     pub fn set_linger(&self, linger: Option<Duration>) -> io::Result<()> {
         SockRef::from(self.io.get_ref()).set_linger(linger)
+    }
+
+    /// Sets `SO_LINGER` to zero: dropping the stream discards unsent data and sends a reset
+    /// (`RST`) instead of the `FIN` handshake, so the socket skips `TIME_WAIT` and the peer's
+    /// next read fails with `ConnectionReset`. It never blocks. [`linger`](Self::linger) then
+    /// reports `Some(Duration::ZERO)`.
+    ///
+    /// # Errors
+    /// The error of `setsockopt(2)`.
+    pub fn set_zero_linger(&self) -> io::Result<()> {
+        SockRef::from(self.io.get_ref()).set_linger(Some(Duration::ZERO))
     }
 
     /// `IP_TTL`.
