@@ -738,3 +738,55 @@ rt_test!(
         })
     }
 );
+
+rt_test!(
+    /// `try_read_buf` into a `BufMut` on the stream and its halves, and `poll_peek` into a
+    /// `ReadBuf` (feature `tokio-io`).
+    fn try_read_buf_and_peek_read_buf(rt) {
+        use std::mem::MaybeUninit;
+        use tokio::io::ReadBuf;
+        rt.block_on(async {
+            /// Waits for data and reads it with `try_read_buf` until `v` holds `want` bytes.
+            async fn fill(
+                readable: impl AsyncFn() -> std::io::Result<()>,
+                mut try_read: impl FnMut(&mut Vec<u8>) -> std::io::Result<usize>,
+                v: &mut Vec<u8>,
+                want: usize,
+            ) {
+                while v.len() < want {
+                    readable().await.unwrap();
+                    match try_read(v) {
+                        Ok(0) => panic!("unexpected end of stream"),
+                        Ok(_) => {}
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+            }
+            let (mut client, mut server) = pair().await;
+            client.write_all(b"peeked").await.unwrap();
+            let mut storage = [MaybeUninit::<u8>::uninit(); 4];
+            let mut rb = ReadBuf::uninit(&mut storage);
+            let n = poll_fn(|cx| server.poll_peek_read_buf(cx, &mut rb)).await.unwrap();
+            assert_eq!((n, rb.filled()), (4, &b"peek"[..]));
+
+            let mut v = Vec::new();
+            fill(|| server.readable(), |v| server.try_read_buf(v), &mut v, 6).await;
+            {
+                let (mut r, _w) = TcpStream::split(&mut server);
+                client.write_all(b" half").await.unwrap();
+                let mut rb = ReadBuf::uninit(&mut storage);
+                poll_fn(|cx| r.poll_peek_read_buf(cx, &mut rb)).await.unwrap();
+                assert_eq!(rb.filled(), b" hal");
+                fill(|| r.readable(), |v| r.try_read_buf(v), &mut v, 11).await;
+            }
+            let (mut r, _w) = server.into_split();
+            client.write_all(b" owned").await.unwrap();
+            let mut rb = ReadBuf::uninit(&mut storage);
+            poll_fn(|cx| r.poll_peek_read_buf(cx, &mut rb)).await.unwrap();
+            assert_eq!(rb.filled(), b" own");
+            fill(|| r.readable(), |v| r.try_read_buf(v), &mut v, 17).await;
+            assert_eq!(v, b"peeked half owned");
+        })
+    }
+);

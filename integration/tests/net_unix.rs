@@ -856,3 +856,116 @@ rt_test! {
         });
     }
 }
+
+rt_test! {
+    /// tokio's datagram receives into a `BufMut` and a `ReadBuf`, with the sender's address
+    /// in each of its three forms (feature `tokio-io`).
+    fn datagram_recv_into_buf_mut_and_read_buf(rt) {
+        use std::future::poll_fn;
+        use std::mem::MaybeUninit;
+        use std::os::linux::net::SocketAddrExt;
+        use tokio::io::ReadBuf;
+        let dir = TempDir::new("dgram-buf");
+        rt.block_on(async {
+            let (rpath, _) = abstract_path("buf-receiver");
+            let receiver = UnixDatagram::bind(&rpath).unwrap();
+            let mut v = Vec::new();
+
+            // Unnamed sender.
+            let unbound = UnixDatagram::unbound().unwrap();
+            unbound.send_to(b"anon", &rpath).await.unwrap();
+            let (n, from) = receiver.recv_buf_from(&mut v).await.unwrap();
+            assert_eq!(n, 4);
+            assert!(from.is_unnamed());
+            // Abstract sender.
+            let (spath, sname) = abstract_path("buf-sender");
+            let named = UnixDatagram::bind(&spath).unwrap();
+            named.send_to(b"abs", &rpath).await.unwrap();
+            let (n, from) = receiver.recv_buf_from(&mut v).await.unwrap();
+            assert_eq!(n, 3);
+            assert_eq!(from.as_abstract_name(), Some(&sname[..]));
+            // Path sender, through the try form.
+            let ppath = dir.path("sender.sock");
+            let by_path = UnixDatagram::bind(&ppath).unwrap();
+            assert_eq!(receiver.try_recv_buf_from(&mut v).unwrap_err().kind(), ErrorKind::WouldBlock);
+            by_path.send_to(b"path", &rpath).await.unwrap();
+            let (n, from) = loop {
+                receiver.readable().await.unwrap();
+                match receiver.try_recv_buf_from(&mut v) {
+                    Ok(got) => break got,
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                    Err(e) => panic!("{e}"),
+                }
+            };
+            assert_eq!((n, from.as_pathname()), (4, Some(ppath.as_path())));
+            assert_eq!(v, b"anonabspath");
+
+            // Connected pair: recv_buf, try_recv_buf, and the ReadBuf forms.
+            let (x, y) = UnixDatagram::pair().unwrap();
+            x.send(b"first").await.unwrap();
+            let mut v = Vec::new();
+            assert_eq!(y.recv_buf(&mut v).await.unwrap(), 5);
+            x.send(b"second").await.unwrap();
+            let n = loop {
+                y.readable().await.unwrap();
+                match y.try_recv_buf(&mut v) {
+                    Ok(n) => break n,
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                    Err(e) => panic!("{e}"),
+                }
+            };
+            assert_eq!((n, &v[..]), (6, &b"firstsecond"[..]));
+            let mut storage = [MaybeUninit::<u8>::uninit(); 8];
+            let mut rb = ReadBuf::uninit(&mut storage);
+            x.send(b"read buf").await.unwrap();
+            poll_fn(|cx| y.poll_recv_read_buf(cx, &mut rb)).await.unwrap();
+            assert_eq!(rb.filled(), b"read buf");
+            rb.clear();
+            x.send(b"from").await.unwrap();
+            let from = poll_fn(|cx| y.poll_recv_from_read_buf(cx, &mut rb)).await.unwrap();
+            assert_eq!(rb.filled(), b"from");
+            assert!(from.is_unnamed());
+        });
+    }
+}
+
+rt_test! {
+    /// `try_read_buf` on the stream and its halves (feature `tokio-io`).
+    fn stream_try_read_buf(rt) {
+        use futures::io::AsyncWriteExt;
+        rt.block_on(async {
+            /// Reads with `try` until `want` bytes are in `v`.
+            async fn fill(
+                readable: impl AsyncFn() -> io::Result<()>,
+                mut try_read: impl FnMut(&mut Vec<u8>) -> io::Result<usize>,
+                v: &mut Vec<u8>,
+                want: usize,
+            ) {
+                while v.len() < want {
+                    readable().await.unwrap();
+                    match try_read(v) {
+                        Ok(0) => panic!("unexpected end of stream"),
+                        Ok(_) => {}
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+            }
+            let (mut a, mut b) = UnixStream::pair().unwrap();
+            let mut v = Vec::new();
+            assert_eq!(b.try_read_buf(&mut v).unwrap_err().kind(), ErrorKind::WouldBlock);
+            a.write_all(b"whole").await.unwrap();
+            fill(|| b.readable(), |v| b.try_read_buf(v), &mut v, 5).await;
+            let (br, _bw) = b.split();
+            a.write_all(b" half").await.unwrap();
+            fill(|| br.readable(), |v| br.try_read_buf(v), &mut v, 10).await;
+            let (br, _bw) = b.into_split();
+            a.write_all(b" owned").await.unwrap();
+            fill(|| br.readable(), |v| br.try_read_buf(v), &mut v, 16).await;
+            assert_eq!(v, b"whole half owned");
+            drop(a);
+            br.readable().await.unwrap();
+            assert_eq!(br.try_read_buf(&mut v).unwrap(), 0, "end of stream");
+        });
+    }
+}

@@ -16,6 +16,7 @@
 #![warn(missing_docs)]
 
 mod addr;
+mod buf;
 #[cfg(feature = "hyper-client")]
 mod hyper_client;
 mod io;

@@ -206,6 +206,8 @@ impl UnixStream {
 
     crate::io::stream_try_methods!(UnixStream);
 
+    crate::buf::stream_buf_methods!(UnixStream);
+
     /// Splits the stream into a read half and a write half that borrow it, to read and write
     /// from two places at once (e.g. two futures of one `join`). Costs nothing.
     ///
