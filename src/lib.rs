@@ -27,7 +27,7 @@
 //!
 //! The parts: [`runtime`] (build and run), [`task`] (spawn, join, yield), [`time`] (sleep,
 //! timeout, interval), [`io`] (readiness of raw fds), [`net`] (sockets), [`fs`] (files on the
-//! blocking pool), [`signal`] (Ctrl-C and Unix signals).
+//! blocking pool), [`process`] (child processes), [`signal`] (Ctrl-C and Unix signals).
 //! See `ARCHITECTURE.md` for how they fit.
 //!
 //! # Tracing targets
@@ -114,6 +114,8 @@ pub mod net {
 }
 
 pub mod fs;
+
+pub mod process;
 
 pub mod signal;
 

@@ -375,7 +375,7 @@ rt_test! {
             assert_eq!(e.raw_os_error(), Some(libc::EBADF));
             // Reported once.
             file.flush().await.unwrap();
-            file.write(b"again").await.unwrap();
+            assert_eq!(file.write(b"again").await.unwrap(), 5);
             let e = file.sync_all().await.unwrap_err();
             assert_eq!(e.raw_os_error(), Some(libc::EBADF));
         });
