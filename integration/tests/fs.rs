@@ -443,3 +443,21 @@ rt_test! {
         });
     }
 }
+
+/// The types and futures can move between threads, as tokio's can.
+#[allow(dead_code)]
+fn send_and_sync_promises() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>(_: T) {}
+    send_sync::<File>();
+    send_sync::<OpenOptions>();
+    send_sync::<fs::ReadDir>();
+    send_sync::<fs::DirEntry>();
+    send(fs::read("x"));
+    send(fs::write("x", b"y"));
+    send(fs::read_dir("x"));
+    send(File::open("x"));
+    let file: File = File::from_std(std::fs::File::open("/dev/null").unwrap());
+    send(file.sync_all());
+    send(file.set_len(0));
+}

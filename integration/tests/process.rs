@@ -385,3 +385,22 @@ fn no_pidfd_fallback_passes_every_test() {
         "the re-run ran the tests: {report}"
     );
 }
+
+/// The types and futures can move between threads, as tokio's can.
+#[allow(dead_code)]
+fn send_and_sync_promises() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>(_: T) {}
+    send_sync::<Command>();
+    send_sync::<weir::process::Child>();
+    send_sync::<weir::process::ChildStdin>();
+    send_sync::<weir::process::ChildStdout>();
+    send_sync::<weir::process::ChildStderr>();
+    let mut cmd = Command::new("x");
+    send(cmd.status());
+    send(cmd.output());
+    let mut child = cmd.spawn().unwrap();
+    send(child.wait());
+    send(child.kill());
+    send(child.wait_with_output());
+}
