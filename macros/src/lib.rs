@@ -27,6 +27,7 @@
 //! | `busy_poll` | duration string | `.busy_poll(d)` |
 //! | `backend` | `"epoll"` or `"mio"` | `.backend(Backend::Epoll)` / `.backend(Backend::Mio)` |
 //! | `start_paused` | `true` or `false`; `true` needs the current-thread flavour | `.start_paused(b)` |
+//! | `tokio_compat` | `true` or `false`; `true` needs weir's `tokio-compat` feature | `.tokio_compat(b)` |
 //! | `crate` | string holding the path of the weir crate (default `"::weir"`) | — |
 //!
 //! Settings left out keep the builder's defaults (for `workers`: the available parallelism).
@@ -78,7 +79,8 @@ use crate::args::Kind;
 /// Arguments (all optional; see the [crate documentation](crate) for details): `workers = 4`,
 /// `flavor = "current_thread" | "multi_thread"`, `min_wait = "200us"`,
 /// `min_wait_adaptive = "200us"`, `busy_poll = "50us"`, `backend = "epoll" | "mio"`,
-/// `start_paused = true` (current-thread flavour only), `crate = "path::to::weir"`.
+/// `start_paused = true` (current-thread flavour only), `tokio_compat = true` (feature
+/// `tokio-compat`), `crate = "path::to::weir"`.
 ///
 /// ```ignore
 /// use std::time::Duration;
