@@ -26,7 +26,8 @@
 //! ```
 //!
 //! The parts: [`runtime`] (build and run), [`task`] (spawn, join, yield), [`time`] (sleep,
-//! timeout, interval), [`io`] (readiness of raw fds), [`signal`] (Ctrl-C and Unix signals).
+//! timeout, interval), [`io`] (readiness of raw fds), [`net`] (sockets), [`fs`] (files on the
+//! blocking pool), [`process`] (child processes), [`signal`] (Ctrl-C and Unix signals).
 //! See `ARCHITECTURE.md` for how they fit.
 //!
 //! # Tracing targets
@@ -149,6 +150,10 @@ pub mod io {
 pub mod net {
     pub use weir_net::*;
 }
+
+pub mod fs;
+
+pub mod process;
 
 pub mod signal;
 

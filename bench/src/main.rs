@@ -8,6 +8,11 @@
 //! itself with a hidden first argument (`__server`, `__pipes`, `__timers`), so each contender
 //! runs in its own process and its CPU time, context switches and RSS can be read from /proc.
 //! The load generators run in the orchestrator's process on plain threads with epoll.
+//!
+//! For profiling a server by hand, `weir-bench load --addr IP:PORT --rate R [--secs S]
+//! [--conns N] [--cpu C]` runs the open-loop HTTP generator alone against a running server
+//! (e.g. one started with `weir-bench __server --kind http …`, under `strace -c` or
+//! `valgrind --tool=callgrind`) and prints what it measured.
 
 mod inproc;
 mod load;
@@ -23,6 +28,7 @@ fn main() {
         Some("__server") => servers::main(&args[2..]),
         Some("__pipes") => inproc::pipes_main(&args[2..]),
         Some("__timers") => inproc::timers_main(&args[2..]),
+        Some("load") => load::cli(&args[2..]),
         _ => scenarios::main(&args[1..]),
     }
 }

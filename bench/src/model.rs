@@ -140,6 +140,15 @@ pub(crate) enum PlotSpec {
         baseline_line: bool,
         file: String,
     },
+    /// `metric` (median, min–max) of every contender against the cases, each case placed at
+    /// its x value (e.g. cases "5k", "15k" … at the offered rate): one line per contender.
+    Lines {
+        metric: String,
+        /// `(case, x)` in the order of the x axis.
+        cases: Vec<(String, f64)>,
+        x_label: String,
+        file: String,
+    },
 }
 
 impl ScenarioResult {

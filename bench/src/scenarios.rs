@@ -23,11 +23,14 @@ use crate::model::{
 use crate::procstat::{ProcDelta, ProcSample, ServerProc, run_child_result};
 use crate::report;
 
+mod pinned;
+
 /// All scenarios, in run order.
-const SCENARIOS: [&str; 7] = [
+const SCENARIOS: [&str; 8] = [
     "echo",
     "pingpong",
     "medium-load",
+    "pinned",
     "http",
     "pipes",
     "timers",
@@ -35,7 +38,7 @@ const SCENARIOS: [&str; 7] = [
 ];
 
 const USAGE: &str = "usage: weir-bench [SCENARIO…] [--quick] [--out DIR] [--rounds N] [--rate REQ_PER_S] [--no-napi] [--contenders NAME,…]
-scenarios: echo pingpong medium-load http pipes timers idle (default: all)";
+scenarios: echo pingpong medium-load pinned http pipes timers idle (default: all)";
 
 /// Command-line options.
 #[derive(Debug)]
@@ -515,6 +518,24 @@ fn start_server(
     Ok((server, addr))
 }
 
+/// Starts a server of `kind` for `cont`, confined to CPU `cpu` (`--cpu`).
+fn start_server_on(
+    kind: &str,
+    cont: &Contender,
+    cpu: usize,
+) -> io::Result<(ServerProc, SocketAddr)> {
+    let mut args = vec![
+        "--kind".to_string(),
+        kind.to_string(),
+        "--cpu".to_string(),
+        cpu.to_string(),
+    ];
+    args.extend(to_args(cont.args));
+    let server = ServerProc::spawn(&[], &args)?;
+    let addr = SocketAddr::from(([127, 0, 0, 1], server.port));
+    Ok((server, addr))
+}
+
 // ---------------------------------------------------------------------------------------------
 // 1. echo
 
@@ -935,7 +956,7 @@ fn medium_load(ctx: &mut Ctx) -> ScenarioResult {
         let cfg = load::OpenLoopConfig {
             addr,
             conns,
-            msg_size: 64,
+            payload: load::Payload::echo(64),
             rate,
             warmup: t.warmup,
             measure: t.measure,
@@ -1551,6 +1572,7 @@ pub(crate) fn main(args: &[String]) -> ! {
             "echo" => echo(&mut ctx),
             "pingpong" => pingpong(&mut ctx),
             "medium-load" => medium_load(&mut ctx),
+            "pinned" => pinned::pinned(&mut ctx),
             "http" => http(&mut ctx),
             "pipes" => pipes(&mut ctx),
             "timers" => timers(&mut ctx),
@@ -1633,7 +1655,7 @@ Transfer/sec:      5.50MB
         assert_eq!(o.rounds, 1);
         assert!(parse(&["nope".into()]).is_err());
         assert!(parse(&["--rounds".into(), "0".into()]).is_err());
-        assert_eq!(parse(&[]).unwrap().scenarios.len(), 7);
+        assert_eq!(parse(&[]).unwrap().scenarios.len(), SCENARIOS.len());
     }
 
     #[test]

@@ -33,6 +33,10 @@ pub(crate) struct Pool {
     hooks: Hooks,
     /// The runtime whose context pool threads enter.
     runtime: OnceLock<Weak<Shared>>,
+    /// A current-thread runtime's reactor, whose clock can be paused: each closure holds it
+    /// from spawn to completion, so the idle runtime does not jump the paused clock ahead of a
+    /// result that comes in real time. `None` on a multi-thread runtime.
+    clock: OnceLock<Option<weir_reactor::Handle>>,
 }
 
 #[derive(Default)]
@@ -79,11 +83,20 @@ impl Pool {
             stack_size,
             hooks,
             runtime: OnceLock::new(),
+            clock: OnceLock::new(),
         })
     }
 
     pub(crate) fn set_runtime(&self, shared: &Arc<Shared>) {
         let _ = self.runtime.set(Arc::downgrade(shared));
+        let clock = shared
+            .is_current_thread()
+            .then(|| shared.remotes[0].reactor.clone());
+        let _ = self.clock.set(clock);
+    }
+
+    fn pausable_reactor(&self) -> Option<&weir_reactor::Handle> {
+        self.clock.get().and_then(Option::as_ref)
     }
 
     pub(crate) fn spawn<F, R>(
@@ -105,6 +118,10 @@ impl Pool {
             location,
         );
         tracing::trace!(target: "weir::task", task_id = id.as_u64(), location = %location, "spawn_blocking");
+        // Released in `release`, once the output is published and the join side woken.
+        if let Some(reactor) = self.pausable_reactor() {
+            reactor.inhibit_auto_advance();
+        }
         self.schedule(task, false);
         JoinHandle::new(join)
     }
@@ -127,8 +144,16 @@ impl Pool {
             Location::caller(),
         );
         drop(JoinHandle::new(join));
+        // As in `spawn`: `release` undoes it (multi-thread runtimes, the only users, have no
+        // pausable clock).
+        if let Some(reactor) = self.pausable_reactor() {
+            reactor.inhibit_auto_advance();
+        }
         let mut s = self.state.lock();
         if s.shutdown {
+            drop(s);
+            // Not run: `shutdown` completes it, which releases it.
+            task.shutdown();
             return Err(io::Error::other("the blocking pool is shut down"));
         }
         s.queue.push_back(task);
@@ -143,7 +168,10 @@ impl Pool {
             s.num_threads -= 1;
             let unrun = s.queue.pop_back();
             drop(s);
-            drop(unrun);
+            // Completed as cancelled (so released), its closure dropped unrun.
+            if let Some(t) = unrun {
+                t.shutdown();
+            }
             return Err(e);
         }
         Ok(())
@@ -281,5 +309,9 @@ impl Schedule for Arc<Pool> {
         }
     }
 
-    fn release(&self, _header: &Header) {}
+    fn release(&self, _header: &Header) {
+        if let Some(reactor) = self.pausable_reactor() {
+            reactor.allow_auto_advance();
+        }
+    }
 }

@@ -65,6 +65,7 @@ pub struct Builder {
     tokio_compat_threads: usize,
     name: Option<String>,
     hooks: Hooks,
+    start_paused: bool,
 }
 
 impl Builder {
@@ -91,6 +92,7 @@ impl Builder {
             tokio_compat_threads: 0,
             name: None,
             hooks: Hooks::default(),
+            start_paused: false,
         }
     }
 
@@ -337,6 +339,17 @@ impl Builder {
         self
     }
 
+    /// Starts the runtime with its clock paused, for tests: time stands still, moves with
+    /// `weir::time::advance`, and jumps to the next timer whenever the runtime is idle (see
+    /// `weir::time::pause`). Only for the current-thread flavour, whose single clock every
+    /// thread of the runtime reads; on a multi-thread runtime [`build`](Self::build) fails
+    /// with `InvalidInput`. A runtime built without it can still be paused by
+    /// `weir::time::pause` (current-thread flavour).
+    pub fn start_paused(&mut self, paused: bool) -> &mut Builder {
+        self.start_paused = paused;
+        self
+    }
+
     /// No-op, for code written for tokio: I/O and timers are always enabled.
     pub fn enable_all(&mut self) -> &mut Builder {
         self
@@ -370,6 +383,12 @@ impl Builder {
                     )));
                 }
                 1
+            }
+            Flavor::MultiThread if self.start_paused => {
+                return Err(bad("start_paused(true) needs a current-thread runtime \
+                     (Builder::new_current_thread): each worker of a multi-thread runtime keeps \
+                     its own clock, which cannot be paused"
+                    .to_string()));
             }
             Flavor::MultiThread => match self.workers {
                 Some(n) if n == 0 || n > MAX_WORKERS => {
@@ -485,6 +504,8 @@ impl Builder {
                     epoll_pwait2: self.epoll_pwait2,
                     index,
                     timer_spin: self.timer_spin,
+                    pausable_clock: current_flavor(self.flavor),
+                    start_paused: self.start_paused,
                 })
             })
             .collect::<io::Result<Vec<_>>>()?;
@@ -666,6 +687,7 @@ impl fmt::Debug for Builder {
             .field("tokio_compat_threads", &self.tokio_compat_threads)
             .field("name", &self.name)
             .field("hooks", &self.hooks)
+            .field("start_paused", &self.start_paused)
             .finish_non_exhaustive()
     }
 }

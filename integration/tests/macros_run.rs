@@ -69,6 +69,31 @@ async fn all_settings() {
     assert_eq!(spawn_and_sleep().await, 42);
 }
 
+/// `start_paused = true`: the clock stands still and jumps to the next timer when the test is
+/// idle, so an hour's sleep completes at once, exactly an hour later on the paused clock.
+#[weir::test(start_paused = true)]
+async fn start_paused() {
+    let start = weir::time::Instant::now();
+    let task = weir::task::spawn(weir::time::sleep(Duration::from_secs(3600)));
+    weir::time::sleep(Duration::from_secs(7200)).await;
+    task.await.unwrap();
+    assert_eq!(start.elapsed(), Duration::from_secs(7200));
+    weir::time::advance(Duration::from_secs(1)).await;
+    assert_eq!(start.elapsed(), Duration::from_secs(7201));
+}
+
+#[weir::test(start_paused = false)]
+async fn start_paused_false() {
+    let start = weir::time::Instant::now();
+    weir::time::sleep(Duration::from_millis(1)).await;
+    assert!(start.elapsed() >= Duration::from_millis(1));
+    // A running clock may still be paused by the test.
+    weir::time::pause();
+    let t = weir::time::Instant::now();
+    weir::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(t.elapsed(), Duration::from_secs(60));
+}
+
 /// `?` and `return` work in the body; the test's return type is kept.
 #[weir::test]
 async fn returns_result() -> Result<(), weir::task::JoinError> {

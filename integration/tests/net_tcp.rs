@@ -688,3 +688,105 @@ rt_test!(
         })
     }
 );
+
+rt_test!(
+    fn zero_linger_resets_the_connection(rt) {
+        rt.block_on(async {
+            let (client, mut server) = pair().await;
+            assert_eq!(client.linger().unwrap(), None);
+            client.set_zero_linger().unwrap();
+            assert_eq!(client.linger().unwrap(), Some(Duration::ZERO));
+            drop(client);
+            // An abortive close: the peer reads a reset, not end of stream.
+            let mut buf = [0u8; 8];
+            let e = server.read(&mut buf).await.unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset);
+
+            let socket = TcpSocket::new_v4().unwrap();
+            socket.set_zero_linger().unwrap();
+            assert_eq!(socket.linger().unwrap(), Some(Duration::ZERO));
+        })
+    }
+);
+
+rt_test!(
+    fn tcp_socket_tos_tclass_and_device(rt) {
+        rt.block_on(async {
+            let socket = TcpSocket::new_v4().unwrap();
+            // DSCP AF21 (0x48), no ECN bits.
+            socket.set_tos_v4(0x48).unwrap();
+            assert_eq!(socket.tos_v4().unwrap(), 0x48);
+            assert_eq!(socket.device().unwrap(), None);
+            socket.bind((Ipv4Addr::LOCALHOST, 0).into()).unwrap();
+            let listener = socket.listen(4).unwrap();
+            let addr = listener.local_addr().unwrap();
+            let client = TcpSocket::new_v4().unwrap();
+            client.set_tos_v4(0x20).unwrap();
+            let (stream, accepted) = futures::join!(client.connect(addr), listener.accept());
+            let stream = stream.unwrap();
+            drop(accepted.unwrap());
+            // The option stays on the connection made from the socket.
+            assert_eq!(socket2::SockRef::from(&stream).tos_v4().unwrap(), 0x20);
+
+            match TcpSocket::new_v6() {
+                Ok(v6) => {
+                    v6.set_tclass_v6(0x48).unwrap();
+                    assert_eq!(v6.tclass_v6().unwrap(), 0x48);
+                }
+                Err(e) => common::skip("tcp_socket_tos_tclass_and_device (IPv6 part)", e),
+            }
+        })
+    }
+);
+
+rt_test!(
+    /// `try_read_buf` into a `BufMut` on the stream and its halves, and `poll_peek` into a
+    /// `ReadBuf` (feature `tokio-io`).
+    fn try_read_buf_and_peek_read_buf(rt) {
+        use std::mem::MaybeUninit;
+        use tokio::io::ReadBuf;
+        rt.block_on(async {
+            /// Waits for data and reads it with `try_read_buf` until `v` holds `want` bytes.
+            async fn fill(
+                readable: impl AsyncFn() -> std::io::Result<()>,
+                mut try_read: impl FnMut(&mut Vec<u8>) -> std::io::Result<usize>,
+                v: &mut Vec<u8>,
+                want: usize,
+            ) {
+                while v.len() < want {
+                    readable().await.unwrap();
+                    match try_read(v) {
+                        Ok(0) => panic!("unexpected end of stream"),
+                        Ok(_) => {}
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+            }
+            let (mut client, mut server) = pair().await;
+            client.write_all(b"peeked").await.unwrap();
+            let mut storage = [MaybeUninit::<u8>::uninit(); 4];
+            let mut rb = ReadBuf::uninit(&mut storage);
+            let n = poll_fn(|cx| server.poll_peek_read_buf(cx, &mut rb)).await.unwrap();
+            assert_eq!((n, rb.filled()), (4, &b"peek"[..]));
+
+            let mut v = Vec::new();
+            fill(|| server.readable(), |v| server.try_read_buf(v), &mut v, 6).await;
+            {
+                let (mut r, _w) = TcpStream::split(&mut server);
+                client.write_all(b" half").await.unwrap();
+                let mut rb = ReadBuf::uninit(&mut storage);
+                poll_fn(|cx| r.poll_peek_read_buf(cx, &mut rb)).await.unwrap();
+                assert_eq!(rb.filled(), b" hal");
+                fill(|| r.readable(), |v| r.try_read_buf(v), &mut v, 11).await;
+            }
+            let (mut r, _w) = server.into_split();
+            client.write_all(b" owned").await.unwrap();
+            let mut rb = ReadBuf::uninit(&mut storage);
+            poll_fn(|cx| r.poll_peek_read_buf(cx, &mut rb)).await.unwrap();
+            assert_eq!(rb.filled(), b" own");
+            fill(|| r.readable(), |v| r.try_read_buf(v), &mut v, 17).await;
+            assert_eq!(v, b"peeked half owned");
+        })
+    }
+);

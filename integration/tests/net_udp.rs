@@ -380,3 +380,92 @@ fn works_under_futures_executor() {
         assert_eq!((got.as_slice(), sent), (&b"fb"[..], 2));
     });
 }
+
+rt_test! {
+    /// tokio's receive methods into a `bytes::BufMut` (feature `tokio-io`).
+    fn recv_into_buf_mut(rt) {
+        rt.block_on(async {
+            let a = UdpSocket::bind(LOCAL).await.unwrap();
+            let b = UdpSocket::bind(LOCAL).await.unwrap();
+            let (aa, ba) = (a.local_addr().unwrap(), b.local_addr().unwrap());
+
+            // A Vec without spare capacity grows; the datagram is appended.
+            a.send_to(b"one", ba).await.unwrap();
+            let mut v = Vec::new();
+            assert_eq!(b.recv_buf_from(&mut v).await.unwrap(), (3, aa));
+            a.send_to(b"two", ba).await.unwrap();
+            assert_eq!(b.recv_buf_from(&mut v).await.unwrap(), (3, aa));
+            assert_eq!(v, b"onetwo");
+
+            // Nothing queued: the try forms would block.
+            assert_eq!(b.try_recv_buf_from(&mut v).unwrap_err().kind(), ErrorKind::WouldBlock);
+            a.send_to(b"three", ba).await.unwrap();
+            let got = loop {
+                b.readable().await.unwrap();
+                match b.try_recv_buf_from(&mut v) {
+                    Ok(got) => break got,
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                    Err(e) => panic!("{e}"),
+                }
+            };
+            assert_eq!(got, (5, aa));
+            assert_eq!(v, b"onetwothree");
+
+            // Connected: recv_buf and try_recv_buf. A fixed slice as the buffer truncates.
+            a.connect(ba).await.unwrap();
+            b.connect(aa).await.unwrap();
+            a.send(b"truncated").await.unwrap();
+            let mut storage = [0u8; 5];
+            let mut slice = &mut storage[..];
+            assert_eq!(b.recv_buf(&mut slice).await.unwrap(), 5);
+            assert_eq!(slice.len(), 0, "the slice is advanced past the bytes received");
+            assert_eq!(&storage, b"trunc");
+            a.send(b"again").await.unwrap();
+            let mut v = Vec::with_capacity(64);
+            let n = loop {
+                b.readable().await.unwrap();
+                match b.try_recv_buf(&mut v) {
+                    Ok(n) => break n,
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                    Err(e) => panic!("{e}"),
+                }
+            };
+            assert_eq!((n, &v[..]), (5, &b"again"[..]));
+        });
+    }
+}
+
+rt_test! {
+    /// tokio's `poll_recv`/`poll_recv_from`/`poll_peek`/`poll_peek_from` shapes, which take a
+    /// `ReadBuf` (feature `tokio-io`, `_read_buf` names).
+    fn poll_forms_with_read_buf(rt) {
+        use std::future::poll_fn;
+        use std::mem::MaybeUninit;
+        use tokio::io::ReadBuf;
+        rt.block_on(async {
+            let a = UdpSocket::bind(LOCAL).await.unwrap();
+            let b = UdpSocket::bind(LOCAL).await.unwrap();
+            let (aa, ba) = (a.local_addr().unwrap(), b.local_addr().unwrap());
+            let mut storage = [MaybeUninit::<u8>::uninit(); 16];
+            let mut rb = ReadBuf::uninit(&mut storage);
+
+            a.send_to(b"peek me", ba).await.unwrap();
+            poll_fn(|cx| b.poll_peek_read_buf(cx, &mut rb)).await.unwrap();
+            assert_eq!(rb.filled(), b"peek me");
+            rb.clear();
+            let from = poll_fn(|cx| b.poll_peek_from_read_buf(cx, &mut rb)).await.unwrap();
+            assert_eq!((rb.filled(), from), (&b"peek me"[..], aa));
+            rb.clear();
+            let from = poll_fn(|cx| b.poll_recv_from_read_buf(cx, &mut rb)).await.unwrap();
+            assert_eq!((rb.filled(), from), (&b"peek me"[..], aa));
+
+            // Connected; the datagram lands after what the buffer already holds, truncated
+            // to the room left.
+            b.connect(aa).await.unwrap();
+            a.send_to(b"0123456789", ba).await.unwrap();
+            poll_fn(|cx| b.poll_recv_read_buf(cx, &mut rb)).await.unwrap();
+            assert_eq!(rb.filled(), b"peek me012345678");
+            assert_eq!(rb.remaining(), 0);
+        });
+    }
+}

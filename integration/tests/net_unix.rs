@@ -4,6 +4,7 @@ mod common;
 
 use std::io::{self, ErrorKind};
 use std::net::Shutdown;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -32,6 +33,18 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// A path naming a fresh abstract socket: a leading NUL byte, then a name unique to this
+/// process and call. Abstract names need no file and vanish with the socket.
+fn abstract_path(tag: &str) -> (PathBuf, Vec<u8>) {
+    use std::os::unix::ffi::OsStringExt;
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let name = format!("weir-test-{}-{tag}-{n}", std::process::id()).into_bytes();
+    let mut raw = vec![0u8];
+    raw.extend_from_slice(&name);
+    (PathBuf::from(std::ffi::OsString::from_vec(raw)), name)
 }
 
 /// Payload of client `i`: distinct per client and per byte position.
@@ -701,6 +714,258 @@ rt_test! {
             drop(sender);
             conn.await.unwrap().unwrap();
             server.await.unwrap().unwrap();
+        });
+    }
+}
+
+rt_test! {
+    /// Paths starting with a NUL byte name abstract sockets, as in tokio; they used to be
+    /// rejected as "paths must not contain interior null bytes".
+    fn abstract_names_bind_and_connect(rt) {
+        use futures::io::{AsyncReadExt, AsyncWriteExt};
+        use std::os::linux::net::SocketAddrExt;
+        rt.block_on(async {
+            let (path, name) = abstract_path("stream");
+            let listener = UnixListener::bind(&path).unwrap();
+            assert_eq!(listener.local_addr().unwrap().as_abstract_name(), Some(&name[..]));
+            let mut client = UnixStream::connect(&path).await.unwrap();
+            assert_eq!(client.peer_addr().unwrap().as_abstract_name(), Some(&name[..]));
+            let (mut server, _) = listener.accept().await.unwrap();
+            client.write_all(b"abstract").await.unwrap();
+            let mut got = [0u8; 8];
+            server.read_exact(&mut got).await.unwrap();
+            assert_eq!(&got, b"abstract");
+
+            let (dpath, dname) = abstract_path("dgram");
+            let receiver = UnixDatagram::bind(&dpath).unwrap();
+            assert_eq!(receiver.local_addr().unwrap().as_abstract_name(), Some(&dname[..]));
+            let (spath, sname) = abstract_path("sender");
+            let sender = UnixDatagram::bind(&spath).unwrap();
+            sender.send_to(b"to", &dpath).await.unwrap();
+            let mut buf = [0u8; 16];
+            let (n, from) = receiver.recv_from(&mut buf).await.unwrap();
+            assert_eq!(&buf[..n], b"to");
+            assert_eq!(from.as_abstract_name(), Some(&sname[..]));
+            sender.connect(&dpath).unwrap();
+            sender.send(b"connected").await.unwrap();
+            let n = receiver.recv(&mut buf).await.unwrap();
+            assert_eq!(&buf[..n], b"connected");
+        });
+    }
+}
+
+rt_test! {
+    fn std_socket_addrs_bind_and_connect(rt) {
+        use futures::io::{AsyncReadExt, AsyncWriteExt};
+        use std::os::linux::net::SocketAddrExt;
+        use weir::net::unix::SocketAddr;
+        let dir = TempDir::new("addr");
+        rt.block_on(async {
+            // An abstract name built by the standard library.
+            let (_, name) = abstract_path("bind-addr");
+            let addr = SocketAddr::from_abstract_name(&name).unwrap();
+            let listener = UnixListener::bind_addr(&addr).unwrap();
+            assert_eq!(listener.local_addr().unwrap().as_abstract_name(), Some(&name[..]));
+            let mut client = UnixStream::connect_addr(&addr).await.unwrap();
+            let (mut server, _) = listener.accept().await.unwrap();
+            server.write_all(b"via addr").await.unwrap();
+            let mut got = [0u8; 8];
+            client.read_exact(&mut got).await.unwrap();
+            assert_eq!(&got, b"via addr");
+
+            // A path address.
+            let path = dir.path("bind-addr.sock");
+            let addr = SocketAddr::from_pathname(&path).unwrap();
+            let listener = UnixListener::bind_addr(&addr).unwrap();
+            assert_eq!(listener.local_addr().unwrap().as_pathname(), Some(path.as_path()));
+            let client = UnixStream::connect_addr(&addr).await.unwrap();
+            let (server, _) = listener.accept().await.unwrap();
+            assert_eq!(client.peer_addr().unwrap().as_pathname(), Some(path.as_path()));
+            drop(server);
+
+            // Datagram sockets.
+            let (_, dname) = abstract_path("dgram-addr");
+            let daddr = SocketAddr::from_abstract_name(&dname).unwrap();
+            let receiver = UnixDatagram::bind_addr(&daddr).unwrap();
+            let sender = UnixDatagram::unbound().unwrap();
+            let mut raw = vec![0u8];
+            raw.extend_from_slice(&dname);
+            let target = std::ffi::OsStr::from_bytes(&raw);
+            sender.send_to(b"dgram", target).await.unwrap();
+            let mut buf = [0u8; 8];
+            assert_eq!(receiver.recv(&mut buf).await.unwrap(), 5);
+            assert_eq!(&buf[..5], b"dgram");
+
+            // Nothing listens on an abstract name nobody bound.
+            let (_, free) = abstract_path("nobody");
+            let e = UnixStream::connect_addr(&SocketAddr::from_abstract_name(&free).unwrap())
+                .await
+                .unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::ConnectionRefused);
+            // A file path with a NUL byte inside stays an error.
+            let e = UnixListener::bind(dir.path("a\0b")).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidInput);
+        });
+    }
+}
+
+rt_test! {
+    fn unix_socket_listen_connect_and_datagram(rt) {
+        use futures::io::{AsyncReadExt, AsyncWriteExt};
+        use weir::net::UnixSocket;
+        let dir = TempDir::new("socket");
+        let server_path = dir.path("server.sock");
+        let client_path = dir.path("client.sock");
+        rt.block_on(async {
+            let socket = UnixSocket::new_stream().unwrap();
+            socket.bind(&server_path).unwrap();
+            assert!(format!("{socket:?}").contains("UnixSocket"));
+            let listener = socket.listen(8).unwrap();
+
+            // A client bound to a path of its own before connecting: the server sees it.
+            let client = UnixSocket::new_stream().unwrap();
+            client.bind(&client_path).unwrap();
+            let mut client = client.connect(&server_path).await.unwrap();
+            let (mut server, peer) = listener.accept().await.unwrap();
+            assert_eq!(peer.as_pathname(), Some(client_path.as_path()));
+            client.write_all(b"hello").await.unwrap();
+            let mut got = [0u8; 5];
+            server.read_exact(&mut got).await.unwrap();
+            assert_eq!(&got, b"hello");
+
+            // Datagram sockets, one on an abstract name.
+            let (apath, _) = abstract_path("socket-dgram");
+            let a = UnixSocket::new_datagram().unwrap();
+            a.bind(&apath).unwrap();
+            let a = a.datagram().unwrap();
+            let b = UnixSocket::new_datagram().unwrap().datagram().unwrap();
+            b.send_to(b"dg", &apath).await.unwrap();
+            let mut buf = [0u8; 4];
+            assert_eq!(a.recv(&mut buf).await.unwrap(), 2);
+
+            // The wrong kind of socket for the conversion is refused.
+            let e = UnixSocket::new_datagram().unwrap().listen(1).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidInput);
+            let e = UnixSocket::new_datagram().unwrap().connect(&server_path).await.unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidInput);
+            let e = UnixSocket::new_stream().unwrap().datagram().unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidInput);
+            // Binding an address in use fails.
+            let e = UnixSocket::new_stream().unwrap().bind(&server_path).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::AddrInUse);
+        });
+    }
+}
+
+rt_test! {
+    /// tokio's datagram receives into a `BufMut` and a `ReadBuf`, with the sender's address
+    /// in each of its three forms (feature `tokio-io`).
+    fn datagram_recv_into_buf_mut_and_read_buf(rt) {
+        use std::future::poll_fn;
+        use std::mem::MaybeUninit;
+        use std::os::linux::net::SocketAddrExt;
+        use tokio::io::ReadBuf;
+        let dir = TempDir::new("dgram-buf");
+        rt.block_on(async {
+            let (rpath, _) = abstract_path("buf-receiver");
+            let receiver = UnixDatagram::bind(&rpath).unwrap();
+            let mut v = Vec::new();
+
+            // Unnamed sender.
+            let unbound = UnixDatagram::unbound().unwrap();
+            unbound.send_to(b"anon", &rpath).await.unwrap();
+            let (n, from) = receiver.recv_buf_from(&mut v).await.unwrap();
+            assert_eq!(n, 4);
+            assert!(from.is_unnamed());
+            // Abstract sender.
+            let (spath, sname) = abstract_path("buf-sender");
+            let named = UnixDatagram::bind(&spath).unwrap();
+            named.send_to(b"abs", &rpath).await.unwrap();
+            let (n, from) = receiver.recv_buf_from(&mut v).await.unwrap();
+            assert_eq!(n, 3);
+            assert_eq!(from.as_abstract_name(), Some(&sname[..]));
+            // Path sender, through the try form.
+            let ppath = dir.path("sender.sock");
+            let by_path = UnixDatagram::bind(&ppath).unwrap();
+            assert_eq!(receiver.try_recv_buf_from(&mut v).unwrap_err().kind(), ErrorKind::WouldBlock);
+            by_path.send_to(b"path", &rpath).await.unwrap();
+            let (n, from) = loop {
+                receiver.readable().await.unwrap();
+                match receiver.try_recv_buf_from(&mut v) {
+                    Ok(got) => break got,
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                    Err(e) => panic!("{e}"),
+                }
+            };
+            assert_eq!((n, from.as_pathname()), (4, Some(ppath.as_path())));
+            assert_eq!(v, b"anonabspath");
+
+            // Connected pair: recv_buf, try_recv_buf, and the ReadBuf forms.
+            let (x, y) = UnixDatagram::pair().unwrap();
+            x.send(b"first").await.unwrap();
+            let mut v = Vec::new();
+            assert_eq!(y.recv_buf(&mut v).await.unwrap(), 5);
+            x.send(b"second").await.unwrap();
+            let n = loop {
+                y.readable().await.unwrap();
+                match y.try_recv_buf(&mut v) {
+                    Ok(n) => break n,
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                    Err(e) => panic!("{e}"),
+                }
+            };
+            assert_eq!((n, &v[..]), (6, &b"firstsecond"[..]));
+            let mut storage = [MaybeUninit::<u8>::uninit(); 8];
+            let mut rb = ReadBuf::uninit(&mut storage);
+            x.send(b"read buf").await.unwrap();
+            poll_fn(|cx| y.poll_recv_read_buf(cx, &mut rb)).await.unwrap();
+            assert_eq!(rb.filled(), b"read buf");
+            rb.clear();
+            x.send(b"from").await.unwrap();
+            let from = poll_fn(|cx| y.poll_recv_from_read_buf(cx, &mut rb)).await.unwrap();
+            assert_eq!(rb.filled(), b"from");
+            assert!(from.is_unnamed());
+        });
+    }
+}
+
+rt_test! {
+    /// `try_read_buf` on the stream and its halves (feature `tokio-io`).
+    fn stream_try_read_buf(rt) {
+        use futures::io::AsyncWriteExt;
+        rt.block_on(async {
+            /// Reads with `try` until `want` bytes are in `v`.
+            async fn fill(
+                readable: impl AsyncFn() -> io::Result<()>,
+                mut try_read: impl FnMut(&mut Vec<u8>) -> io::Result<usize>,
+                v: &mut Vec<u8>,
+                want: usize,
+            ) {
+                while v.len() < want {
+                    readable().await.unwrap();
+                    match try_read(v) {
+                        Ok(0) => panic!("unexpected end of stream"),
+                        Ok(_) => {}
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+            }
+            let (mut a, mut b) = UnixStream::pair().unwrap();
+            let mut v = Vec::new();
+            assert_eq!(b.try_read_buf(&mut v).unwrap_err().kind(), ErrorKind::WouldBlock);
+            a.write_all(b"whole").await.unwrap();
+            fill(|| b.readable(), |v| b.try_read_buf(v), &mut v, 5).await;
+            let (br, _bw) = b.split();
+            a.write_all(b" half").await.unwrap();
+            fill(|| br.readable(), |v| br.try_read_buf(v), &mut v, 10).await;
+            let (br, _bw) = b.into_split();
+            a.write_all(b" owned").await.unwrap();
+            fill(|| br.readable(), |v| br.try_read_buf(v), &mut v, 16).await;
+            assert_eq!(v, b"whole half owned");
+            drop(a);
+            br.readable().await.unwrap();
+            assert_eq!(br.try_read_buf(&mut v).unwrap(), 0, "end of stream");
         });
     }
 }

@@ -2,9 +2,9 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use weir::time::{MissedTickBehavior, interval, sleep, sleep_until, timeout};
+use weir::time::{Instant, MissedTickBehavior, interval, sleep, sleep_until, timeout};
 
 rt_test! {
     fn many_concurrent_sleeps_never_early(rt) {
@@ -131,3 +131,104 @@ fn precise_backend_fires_sub_millisecond_timers() {
     let s = rt.metrics().worker(0).reactor;
     assert!(s.timers_fired >= 1 || s.waits == 0, "{s:?}");
 }
+
+rt_test! {
+    fn interval_of_duration_max_ticks_without_overflow(rt) {
+        rt.block_on(async {
+            let mut iv = interval(Duration::MAX);
+            // The first tick completes at once; the next one is in the far future.
+            iv.tick().await;
+            assert!(timeout(Duration::from_millis(1), iv.tick()).await.is_err());
+            for behavior in [MissedTickBehavior::Delay, MissedTickBehavior::Skip] {
+                let mut iv = weir::time::interval_at(Instant::now(), Duration::MAX);
+                iv.set_missed_tick_behavior(behavior);
+                iv.tick().await;
+                assert!(timeout(Duration::from_millis(1), iv.tick()).await.is_err());
+            }
+        });
+    }
+}
+
+rt_test! {
+    fn interval_of_duration_max_resets_without_overflow(rt) {
+        rt.block_on(async {
+            let mut iv = interval(Duration::MAX);
+            iv.reset();
+            assert!(timeout(Duration::from_millis(1), iv.tick()).await.is_err());
+        });
+    }
+}
+
+rt_test! {
+    fn sleep_is_elapsed_only_once_it_fired(rt) {
+        rt.block_on(async {
+            let mut due = std::pin::pin!(sleep_until(Instant::now()));
+            assert!(!due.is_elapsed(), "a sleep that was never polled has not fired");
+            due.as_mut().await;
+            assert!(due.is_elapsed());
+            due.as_mut().reset(Instant::now() + Duration::from_secs(3600));
+            assert!(!due.is_elapsed(), "reset re-arms the sleep");
+            let far = sleep(Duration::from_secs(3600));
+            assert!(!far.is_elapsed());
+        });
+    }
+}
+
+rt_test! {
+    fn interval_reset_variants(rt) {
+        rt.block_on(async {
+            let hour = Duration::from_secs(3600);
+            let mut iv = interval(hour);
+            iv.tick().await;
+            assert!(timeout(Duration::from_millis(1), iv.tick()).await.is_err());
+
+            // `reset_immediately`: the next tick is due now, the one after a period later.
+            let before = Instant::now();
+            iv.reset_immediately();
+            let t = timeout(LIMIT, iv.tick()).await.expect("an immediate tick");
+            assert!(before <= t && t <= Instant::now(), "{before:?} {t:?}");
+            assert!(timeout(Duration::from_millis(1), iv.tick()).await.is_err());
+
+            // `reset_after`: the next tick is `after` from now.
+            let after = Duration::from_millis(2);
+            let before = Instant::now();
+            iv.reset_after(after);
+            let t = timeout(LIMIT, iv.tick()).await.expect("a tick after 2ms");
+            assert!(t >= before + after);
+            assert!(Instant::now() >= t, "never early");
+            assert!(timeout(Duration::from_millis(1), iv.tick()).await.is_err());
+
+            // `reset_at`: the next tick is at the given instant, then the period resumes.
+            let at = Instant::now() + Duration::from_millis(1);
+            iv.reset_at(at);
+            assert_eq!(timeout(LIMIT, iv.tick()).await.expect("a tick at `at`"), at);
+            assert!(Instant::now() >= at);
+
+            // Too far for an `Instant`: far in the future, no panic.
+            iv.reset_after(Duration::MAX);
+            assert!(timeout(Duration::from_millis(1), iv.tick()).await.is_err());
+            assert_eq!(iv.period(), hour);
+        });
+    }
+}
+
+/// The paths tokio code uses for these types exist, and name weir's types.
+#[test]
+fn tokio_paths_of_duration_and_elapsed() {
+    let hour: weir::time::Duration = std::time::Duration::from_secs(3600);
+    let rt = weir::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let err: weir::time::error::Elapsed = rt
+        .block_on(timeout(Duration::ZERO, std::future::pending::<()>()))
+        .unwrap_err();
+    let same: weir::time::Elapsed = err.clone();
+    assert_eq!(same, err);
+    assert_eq!(err.to_string(), "deadline has elapsed");
+    let io: std::io::Error = err.into();
+    assert_eq!(io.kind(), std::io::ErrorKind::TimedOut);
+    assert_eq!(hour.as_secs(), 3600);
+}
+
+/// Bound of the waits that are expected to complete.
+const LIMIT: Duration = Duration::from_secs(30);

@@ -66,6 +66,7 @@ pub(crate) struct Args {
     pub(crate) busy_poll: Option<Setting<u64>>,
     pub(crate) backend: Option<Setting<Backend>>,
     pub(crate) tokio_compat: Option<Setting<bool>>,
+    pub(crate) start_paused: Option<Setting<bool>>,
     pub(crate) krate: Option<Setting<Path>>,
 }
 
@@ -107,6 +108,7 @@ const ARGUMENTS: &[(&str, &str)] = &[
     ("busy_poll", "busy_poll = \"50us\""),
     ("backend", "backend = \"epoll\""),
     ("tokio_compat", "tokio_compat = true"),
+    ("start_paused", "start_paused = true"),
     ("crate", "crate = \"::weir\""),
 ];
 
@@ -124,6 +126,9 @@ const ALIASES: &[(&str, &str)] = &[
     ("reactor", "backend"),
     ("tokio", "tokio_compat"),
     ("compat", "tokio_compat"),
+    ("paused", "start_paused"),
+    ("pause", "start_paused"),
+    ("pause_time", "start_paused"),
     ("weir", "crate"),
 ];
 
@@ -303,6 +308,7 @@ fn parse_argument(
             args.backend = parse_choice(name, BACKENDS, &value, name_span, errors);
         }
         "tokio_compat" => args.tokio_compat = parse_bool(name, &value, name_span, errors),
+        "start_paused" => args.start_paused = parse_bool(name, &value, name_span, errors),
         "crate" => args.krate = parse_crate(&value, name_span, errors),
         _ => unreachable!("argument `{name}` is listed but not handled"),
     }
@@ -599,7 +605,7 @@ fn parse_name(value: &Expr, name_span: Span, errors: &mut Errors) -> Option<Sett
     }
 }
 
-/// A `true`/`false` literal (`tokio_compat`).
+/// A `true`/`false` literal (`tokio_compat`, `start_paused`).
 fn parse_bool(
     name: &str,
     value: &Expr,
@@ -694,6 +700,29 @@ fn check_combinations(kind: Kind, args: &Args, seen: &[&str], errors: &mut Error
                 adaptive.text
             ),
         );
+    }
+    if let Some(paused) = &args.start_paused
+        && paused.value
+    {
+        let flavor = args.flavor.as_ref().map(|s| s.value);
+        match (flavor, kind) {
+            (Some(Flavor::MultiThread), _) => errors.at(
+                paused.name_span,
+                "`start_paused` needs `flavor = \"current_thread\"`: only a current-thread \
+                 runtime's clock can be paused (each worker of a multi-thread runtime keeps its \
+                 own clock); remove `flavor = \"multi_thread\"` or `start_paused`",
+            ),
+            (None, Kind::Main) => errors.at(
+                paused.name_span,
+                format!(
+                    "`start_paused` needs `flavor = \"current_thread\"`: {} uses a multi-thread \
+                     runtime by default, whose clock cannot be paused; write \
+                     `#[weir::main(flavor = \"current_thread\", start_paused = true)]`",
+                    Kind::Main.attr()
+                ),
+            ),
+            _ => {}
+        }
     }
     if let Some(workers) = &args.workers {
         match (&args.flavor, kind) {
@@ -832,13 +861,47 @@ mod tests {
     }
 
     #[test]
+    fn start_paused_rules() {
+        let (args, errors) = messages(Kind::Test, quote!(start_paused = true));
+        assert!(errors.is_empty(), "{errors:?}");
+        assert!(args.start_paused.unwrap().value);
+        let (_, errors) = messages(
+            Kind::Test,
+            quote!(flavor = "multi_thread", start_paused = true),
+        );
+        assert!(
+            errors[0].starts_with("`start_paused` needs `flavor = \"current_thread\"`"),
+            "{errors:?}"
+        );
+        let (_, errors) = messages(Kind::Main, quote!(start_paused = true));
+        assert!(
+            errors[0].contains("uses a multi-thread runtime by default"),
+            "{errors:?}"
+        );
+        let (_, errors) = messages(
+            Kind::Main,
+            quote!(flavor = "current_thread", start_paused = true),
+        );
+        assert!(errors.is_empty(), "{errors:?}");
+        let (_, errors) = messages(Kind::Main, quote!(start_paused = false));
+        assert!(errors.is_empty(), "false is fine anywhere: {errors:?}");
+        let (_, errors) = messages(Kind::Test, quote!(start_paused = "true"));
+        assert!(
+            errors[0].contains("write `start_paused = true` without quotes"),
+            "{errors:?}"
+        );
+    }
+
+    #[test]
     fn suggestions() {
         assert_eq!(suggest("worker_threads"), Some("workers"));
         assert_eq!(suggest("worker"), Some("workers"));
         assert_eq!(suggest("min_wiat"), Some("min_wait"));
         assert_eq!(suggest("busypoll"), Some("busy_poll"));
         assert_eq!(suggest("backends"), Some("backend"));
-        assert_eq!(suggest("start_paused"), None);
+        assert_eq!(suggest("paused"), Some("start_paused"));
+        assert_eq!(suggest("start_pause"), Some("start_paused"));
+        assert_eq!(suggest("auto_advance"), None);
         assert_eq!(suggest("x"), None);
     }
 

@@ -314,6 +314,12 @@ fn generate(kind: Kind, args: &Args, func: ItemFn) -> TokenStream {
         }
     }
 
+    if let Some(paused) = &args.start_paused {
+        let on = paused.value;
+        let method = quote_spanned!(paused.name_span=> start_paused);
+        calls.push(quote!(.#method(#on)));
+    }
+
     let test_attr = match kind {
         Kind::Test => quote!(#[::core::prelude::v1::test]),
         Kind::Main => quote!(),

@@ -27,6 +27,8 @@
 //! | `min_wait_adaptive` | duration string > 0; not together with `min_wait` | `.min_wait_adaptive(d)` |
 //! | `busy_poll` | duration string | `.busy_poll(d)` |
 //! | `backend` | `"epoll"` or `"mio"` | `.backend(Backend::Epoll)` / `.backend(Backend::Mio)` |
+//! | `start_paused` | `true` or `false`; `true` needs the current-thread flavour | `.start_paused(b)` |
+//! | `tokio_compat` | `true` or `false`; `true` needs weir's `tokio-compat` feature | `.tokio_compat(b)` |
 //! | `crate` | string holding the path of the weir crate (default `"::weir"`) | — |
 //!
 //! Settings left out keep the builder's defaults (for `workers`: the available parallelism).
@@ -83,7 +85,8 @@ use crate::args::Kind;
 /// Arguments (all optional; see the [crate documentation](crate) for details): `workers = 4`,
 /// `flavor = "current_thread" | "multi_thread"`, `name = "my-runtime"`, `min_wait = "200us"`,
 /// `min_wait_adaptive = "200us"`, `busy_poll = "50us"`, `backend = "epoll" | "mio"`,
-/// `crate = "path::to::weir"`.
+/// `start_paused = true` (current-thread flavour only), `tokio_compat = true` (feature
+/// `tokio-compat`), `crate = "path::to::weir"`.
 ///
 /// ```ignore
 /// use std::time::Duration;
@@ -127,7 +130,9 @@ pub fn main(args: TokenStream, item: TokenStream) -> TokenStream {
 /// current-thread runtime: the test body and every task it spawns run on the test's thread.
 /// Ask for worker threads with `flavor = "multi_thread"` (and optionally `workers = n`).
 ///
-/// Takes the same arguments as [`macro@main`].
+/// Takes the same arguments as [`macro@main`]. `start_paused = true` starts the runtime with
+/// its clock paused (`weir::time::pause`): sleeps and timeouts complete as soon as the test has
+/// nothing else to do, at their exact deadlines on the paused clock.
 ///
 /// ```ignore
 /// use std::time::Duration;
@@ -141,6 +146,13 @@ pub fn main(args: TokenStream, item: TokenStream) -> TokenStream {
 /// async fn spawns() -> Result<(), weir::task::JoinError> {
 ///     assert_eq!(weir::spawn(async { 1 + 1 }).await?, 2);
 ///     Ok(())
+/// }
+///
+/// #[weir::test(start_paused = true)]
+/// async fn an_hour_in_no_time() {
+///     let start = weir::time::Instant::now();
+///     weir::time::sleep(Duration::from_secs(3600)).await;
+///     assert_eq!(start.elapsed(), Duration::from_secs(3600));
 /// }
 ///
 /// #[weir::test]

@@ -79,6 +79,9 @@ macro_rules! readiness_methods {
         #[doc = concat!(
             "Waits until ", $what, " is ready for any of `interest`, and returns the readiness ",
             "seen. Any number of tasks may wait on one `", stringify!($ty), "` at once.\n",
+            "\nA readiness check does not spend the task's cooperative budget (the operation ",
+            "that follows it does), so a loop of `ready` and `try_*` calls never sees a ",
+            "spurious `Pending`.\n",
             "\nThe readiness may be spurious: an operation attempted afterwards can still return ",
             "`WouldBlock`, which clears it so the next `ready` waits again.\n",
             "\n# Cancel safety\nCancel safe: dropping the future loses no readiness.\n",
@@ -112,6 +115,8 @@ macro_rules! readiness_methods {
         #[doc = concat!(
             "Polls for ", $read, " readiness. Only the last task to poll for it is woken; use ",
             "[`readable`](Self::readable) for several waiters.\n",
+            "\nSpends one unit of the task's cooperative budget when ready, as the operation ",
+            "it stands for would.\n",
             "\n# Errors\nWhen the reactor has shut down."
         )]
         pub fn $poll_read(
@@ -124,6 +129,8 @@ macro_rules! readiness_methods {
         #[doc = concat!(
             "Polls for ", $write, " readiness. Only the last task to poll for it is woken; use ",
             "[`writable`](Self::writable) for several waiters.\n",
+            "\nSpends one unit of the task's cooperative budget when ready, as the operation ",
+            "it stands for would.\n",
             "\n# Errors\nWhen the reactor has shut down."
         )]
         pub fn $poll_write(

@@ -16,6 +16,7 @@
 #![warn(missing_docs)]
 
 mod addr;
+mod buf;
 #[cfg(feature = "hyper-client")]
 mod hyper_client;
 mod io;
@@ -30,4 +31,4 @@ pub use hyper_client::HttpInfo;
 pub use shard::{NapiStats, Serving, ShardStats, ShardedListener, ShardedListenerBuilder};
 pub use tcp::{TcpListener, TcpSocket, TcpStream};
 pub use udp::UdpSocket;
-pub use unix::{UnixDatagram, UnixListener, UnixStream};
+pub use unix::{UnixDatagram, UnixListener, UnixSocket, UnixStream};

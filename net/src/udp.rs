@@ -27,7 +27,11 @@ use crate::addr::{ToSocketAddrs, last_error, resolve};
 ///
 /// Unlike tokio, [`poll_recv`](Self::poll_recv), [`poll_recv_from`](Self::poll_recv_from),
 /// [`poll_peek`](Self::poll_peek) and [`poll_peek_from`](Self::poll_peek_from) take a plain
-/// `&mut [u8]` and return the number of bytes received instead of filling a `ReadBuf`.
+/// `&mut [u8]` and return the number of bytes received instead of filling a `ReadBuf`. With
+/// feature `tokio-io`, tokio's forms are there under the names `poll_recv_read_buf`,
+/// `poll_recv_from_read_buf`, `poll_peek_read_buf` and `poll_peek_from_read_buf`, next to
+/// tokio's `recv_buf`, `recv_buf_from`, `try_recv_buf` and `try_recv_buf_from` (into a
+/// `bytes::BufMut`).
 ///
 /// # Example
 /// ```no_run
@@ -212,8 +216,8 @@ impl UdpSocket {
     }
 
     /// Polls to receive one datagram from the connected peer into `buf`, returning its length
-    /// (unlike tokio, which fills a `ReadBuf`). Only the last task to poll for receiving is
-    /// woken.
+    /// (unlike tokio, which fills a `ReadBuf`: that form is `poll_recv_read_buf`, feature
+    /// `tokio-io`). Only the last task to poll for receiving is woken.
     ///
     /// # Errors
     /// As [`recv`](Self::recv).
@@ -253,7 +257,8 @@ impl UdpSocket {
     }
 
     /// Polls to peek at the next datagram from the connected peer (a plain byte slice, unlike
-    /// tokio's `ReadBuf`). Only the last task to poll for receiving is woken.
+    /// tokio's `ReadBuf`: that form is `poll_peek_read_buf`, feature `tokio-io`). Only the
+    /// last task to poll for receiving is woken.
     ///
     /// # Errors
     /// As [`recv`](Self::recv).
@@ -344,7 +349,8 @@ impl UdpSocket {
     }
 
     /// Polls to receive one datagram into `buf`, returning its length and its sender (unlike
-    /// tokio, which fills a `ReadBuf`). Only the last task to poll for receiving is woken.
+    /// tokio, which fills a `ReadBuf`: that form is `poll_recv_from_read_buf`, feature
+    /// `tokio-io`). Only the last task to poll for receiving is woken.
     ///
     /// # Errors
     /// As [`recv_from`](Self::recv_from).
@@ -387,8 +393,9 @@ impl UdpSocket {
             .await
     }
 
-    /// Polls to peek at the next datagram (a plain byte slice, unlike tokio's `ReadBuf`),
-    /// returning its length and sender. Only the last task to poll for receiving is woken.
+    /// Polls to peek at the next datagram (a plain byte slice, unlike tokio's `ReadBuf`: that
+    /// form is `poll_peek_from_read_buf`, feature `tokio-io`), returning its length and
+    /// sender. Only the last task to poll for receiving is woken.
     ///
     /// # Errors
     /// As [`recv_from`](Self::recv_from).
@@ -413,6 +420,157 @@ impl UdpSocket {
         self.io
             .registration()
             .try_io(Interest::READABLE, || sock.peek_from(buf))
+    }
+
+    // ---- into `BufMut` / `ReadBuf` (feature `tokio-io`) ----
+
+    /// Receives one datagram from the connected peer into the spare capacity of `buf`, and
+    /// advances `buf` by its length (a `Vec<u8>` or `BytesMut` without spare capacity grows
+    /// by at least 64 bytes first). A datagram longer than the spare capacity is truncated.
+    /// Feature `tokio-io`.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: if the future is dropped before it completes, no datagram was consumed.
+    ///
+    /// # Errors
+    /// As [`recv`](Self::recv).
+    #[cfg(feature = "tokio-io")]
+    pub async fn recv_buf<B: bytes::BufMut>(&self, buf: &mut B) -> io::Result<usize> {
+        let sock = SockRef::from(self.io.get_ref());
+        self.io
+            .registration()
+            .async_io(Interest::READABLE, || {
+                crate::buf::recv_buf_mut(buf, |spare| Ok((sock.recv(spare)?, ())))
+            })
+            .await
+            .map(|(n, ())| n)
+    }
+
+    /// [`recv_buf`](Self::recv_buf) if a datagram is known to be queued. Feature `tokio-io`.
+    ///
+    /// # Errors
+    /// `WouldBlock` when none is (readiness is then cleared), otherwise as
+    /// [`recv`](Self::recv).
+    #[cfg(feature = "tokio-io")]
+    pub fn try_recv_buf<B: bytes::BufMut>(&self, buf: &mut B) -> io::Result<usize> {
+        let sock = SockRef::from(self.io.get_ref());
+        self.io
+            .registration()
+            .try_io(Interest::READABLE, || {
+                crate::buf::recv_buf_mut(buf, |spare| Ok((sock.recv(spare)?, ())))
+            })
+            .map(|(n, ())| n)
+    }
+
+    /// Receives one datagram into the spare capacity of `buf` and advances `buf` by its
+    /// length; returns the length and the sender. Feature `tokio-io`.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: if the future is dropped before it completes, no datagram was consumed.
+    ///
+    /// # Errors
+    /// As [`recv_from`](Self::recv_from).
+    #[cfg(feature = "tokio-io")]
+    pub async fn recv_buf_from<B: bytes::BufMut>(
+        &self,
+        buf: &mut B,
+    ) -> io::Result<(usize, SocketAddr)> {
+        let sock = SockRef::from(self.io.get_ref());
+        self.io
+            .registration()
+            .async_io(Interest::READABLE, || {
+                crate::buf::recv_buf_mut(buf, |spare| ip_from(sock.recv_from(spare)?))
+            })
+            .await
+    }
+
+    /// [`recv_buf_from`](Self::recv_buf_from) if a datagram is known to be queued. Feature
+    /// `tokio-io`.
+    ///
+    /// # Errors
+    /// `WouldBlock` when none is (readiness is then cleared), otherwise as
+    /// [`recv_from`](Self::recv_from).
+    #[cfg(feature = "tokio-io")]
+    pub fn try_recv_buf_from<B: bytes::BufMut>(
+        &self,
+        buf: &mut B,
+    ) -> io::Result<(usize, SocketAddr)> {
+        let sock = SockRef::from(self.io.get_ref());
+        self.io.registration().try_io(Interest::READABLE, || {
+            crate::buf::recv_buf_mut(buf, |spare| ip_from(sock.recv_from(spare)?))
+        })
+    }
+
+    /// tokio's `poll_recv`: polls to receive one datagram from the connected peer into the
+    /// unfilled part of `buf` (truncated to it), filling it. Only the last task to poll for
+    /// receiving is woken. Feature `tokio-io`; [`poll_recv`](Self::poll_recv) takes a slice.
+    ///
+    /// # Errors
+    /// As [`recv`](Self::recv).
+    #[cfg(feature = "tokio-io")]
+    pub fn poll_recv_read_buf(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let sock = SockRef::from(self.io.get_ref());
+        self.io.registration().poll_io(cx, Direction::Read, || {
+            crate::buf::recv_read_buf(buf, |spare| Ok((sock.recv(spare)?, ())))
+        })
+    }
+
+    /// tokio's `poll_recv_from`: as [`poll_recv_read_buf`](Self::poll_recv_read_buf), from
+    /// any sender, whose address is returned. Feature `tokio-io`;
+    /// [`poll_recv_from`](Self::poll_recv_from) takes a slice.
+    ///
+    /// # Errors
+    /// As [`recv_from`](Self::recv_from).
+    #[cfg(feature = "tokio-io")]
+    pub fn poll_recv_from_read_buf(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<SocketAddr>> {
+        let sock = SockRef::from(self.io.get_ref());
+        self.io.registration().poll_io(cx, Direction::Read, || {
+            crate::buf::recv_read_buf(buf, |spare| ip_from(sock.recv_from(spare)?))
+        })
+    }
+
+    /// tokio's `poll_peek`: as [`poll_recv_read_buf`](Self::poll_recv_read_buf), without
+    /// consuming the datagram. Feature `tokio-io`; [`poll_peek`](Self::poll_peek) takes a
+    /// slice.
+    ///
+    /// # Errors
+    /// As [`recv`](Self::recv).
+    #[cfg(feature = "tokio-io")]
+    pub fn poll_peek_read_buf(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let sock = SockRef::from(self.io.get_ref());
+        self.io.registration().poll_io(cx, Direction::Read, || {
+            crate::buf::recv_read_buf(buf, |spare| Ok((sock.peek(spare)?, ())))
+        })
+    }
+
+    /// tokio's `poll_peek_from`: as [`poll_recv_from_read_buf`](Self::poll_recv_from_read_buf),
+    /// without consuming the datagram. Feature `tokio-io`;
+    /// [`poll_peek_from`](Self::poll_peek_from) takes a slice.
+    ///
+    /// # Errors
+    /// As [`recv_from`](Self::recv_from).
+    #[cfg(feature = "tokio-io")]
+    pub fn poll_peek_from_read_buf(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<SocketAddr>> {
+        let sock = SockRef::from(self.io.get_ref());
+        self.io.registration().poll_io(cx, Direction::Read, || {
+            crate::buf::recv_read_buf(buf, |spare| ip_from(sock.peek_from(spare)?))
+        })
     }
 
     /// The sender of the next datagram, without consuming it.
@@ -643,4 +801,13 @@ impl fmt::Debug for UdpSocket {
         // The standard library's Debug shows the fd and the local address.
         fmt::Debug::fmt(self.io.get_ref(), f)
     }
+}
+
+/// A received length and its sender's IP address, from socket2's `recv_from`.
+#[cfg(feature = "tokio-io")]
+fn ip_from((n, addr): (usize, socket2::SockAddr)) -> io::Result<(usize, SocketAddr)> {
+    let addr = addr
+        .as_socket()
+        .ok_or_else(|| io::Error::other("the sender's address is not an IP address"))?;
+    Ok((n, addr))
 }

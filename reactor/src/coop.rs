@@ -1,11 +1,19 @@
 //! Cooperative budget: one busy task cannot starve the I/O and timers of its worker.
 //!
-//! The executor gives each task poll a budget of [`BUDGET`] units ([`budget`]). Every leaf
-//! future of weir (readiness, timers, join handles) spends one unit per poll that would make
-//! progress ([`poll_proceed`]). When the budget is spent, leaf futures return `Pending` after
-//! waking their task, so the task goes back to its run queue and the worker can drive its
-//! reactor. Outside a task poll (e.g. a future polled by a foreign executor) the budget is
-//! unlimited.
+//! The executor gives each task poll a budget of [`BUDGET`] units ([`budget`]). weir's leaf
+//! operations spend one unit each time they complete ([`poll_proceed`]): an I/O operation
+//! (a read, write, receive, send, accept, or a `Registration::poll_io`/`async_io` closure —
+//! however many `WouldBlock`s it took), the poll-style readiness methods that stand for one
+//! (`poll_read_ready`, `poll_write_ready`), a timer, a join handle. When the budget is spent,
+//! they return `Pending` after waking their task, so the task goes back to its run queue and
+//! the worker can drive its reactor. Outside a task poll (e.g. a future polled by a foreign
+//! executor) the budget is unlimited.
+//!
+//! The readiness futures (`readable`, `writable`, `ready`, `Registration::readiness`) spend
+//! nothing: `loop { s.writable().await; match s.try_write(..) { .. } }` must not see a
+//! spurious `Pending` on a socket that is still ready, and the `try_*` operations, which never
+//! wait, do not spend either. A task that loops on an fd that is always ready yields through
+//! the operations that wait.
 
 use std::cell::Cell;
 use std::task::{Context, Poll};

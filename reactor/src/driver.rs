@@ -19,6 +19,7 @@ use crate::metrics::{ReactorMetrics, ReactorStats, event_bucket};
 use crate::min_wait::{self, MinWait, Policy, WaitReport};
 use crate::park::{ParkState, Prepare, Unpark};
 use crate::sys::{self, Backend, Event, SysConfig, WAKE_TOKEN};
+use crate::time::Clock;
 use crate::time::queue::{self, TimerKey, TimerQueue};
 
 /// Largest accepted `max_events`.
@@ -40,6 +41,11 @@ pub struct Config {
     /// Most a wait bounded by a timer may end early to spin until the deadline (`ZERO`: never
     /// spin). See [`Driver::park`].
     pub timer_spin: Duration,
+    /// The reactor's clock may be paused ([`time::pause`](crate::time::pause)): set for the one
+    /// reactor of a current-thread runtime.
+    pub pausable_clock: bool,
+    /// Start with the clock paused; needs `pausable_clock`.
+    pub start_paused: bool,
 }
 
 /// Default of [`Config::timer_spin`].
@@ -54,6 +60,8 @@ impl Default for Config {
             epoll_pwait2: true,
             index: 0,
             timer_spin: DEFAULT_TIMER_SPIN,
+            pausable_clock: false,
+            start_paused: false,
         }
     }
 }
@@ -79,6 +87,8 @@ pub(crate) struct Inner {
     /// The owner's last clock reading (ns since the timer base), taken when it expired timers.
     /// A deadline at or before it has certainly passed.
     clock_ns: AtomicU64,
+    /// What timers are measured against: the OS clock, or a paused one (tests).
+    pub(crate) clock: Clock,
 }
 
 /// A shared reference to a reactor: registers fds, arms timers, wakes the owner.
@@ -119,9 +129,16 @@ impl Driver {
     /// Creates a reactor (an epoll instance and an eventfd, or a mio poller).
     ///
     /// # Errors
-    /// `InvalidInput` for a `max_events` of 0 or above [`MAX_EVENTS_LIMIT`]; the OS error when
-    /// the poller or its wake handle cannot be created (e.g. `EMFILE`).
+    /// `InvalidInput` for a `max_events` of 0 or above [`MAX_EVENTS_LIMIT`], or `start_paused`
+    /// without `pausable_clock`; the OS error when the poller or its wake handle cannot be
+    /// created (e.g. `EMFILE`).
     pub fn new(cfg: &Config) -> io::Result<Driver> {
+        if cfg.start_paused && !cfg.pausable_clock {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "start_paused needs a pausable clock (a current-thread runtime)",
+            ));
+        }
         if cfg.max_events == 0 || cfg.max_events > MAX_EVENTS_LIMIT {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -137,6 +154,12 @@ impl Driver {
             max_events: cfg.max_events,
         })?;
         let precise = selector.precise();
+        let clock = Clock::new(cfg.pausable_clock);
+        if cfg.start_paused {
+            clock
+                .pause()
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        }
         let inner = Arc::new(Inner {
             registry,
             io: Mutex::new(IoSet {
@@ -151,6 +174,7 @@ impl Driver {
             precise: AtomicBool::new(precise),
             index: cfg.index,
             clock_ns: AtomicU64::new(0),
+            clock,
         });
         Ok(Driver {
             handle: Handle { inner },
@@ -194,6 +218,13 @@ impl Driver {
     ///
     /// Returns at once (without a syscall) if an unpark is pending.
     ///
+    /// While the clock is paused ([`time::pause`](crate::time::pause)), the caller is idle by
+    /// contract (it has nothing to run): the wait first polls for I/O and wake-ups without
+    /// blocking, and if there are none, it advances the clock to the nearest timer and fires it
+    /// instead of blocking (auto-advance). Only with no timer armed, or while
+    /// [`Handle::inhibit_auto_advance`] holds the clock, does it block — until I/O, an unpark or
+    /// `timeout`. No timer spin, no min_wait window.
+    ///
     /// # Errors
     /// Only unexpected OS errors from the poller.
     pub fn park(&mut self, timeout: Option<Duration>) -> io::Result<usize> {
@@ -220,6 +251,9 @@ impl Driver {
     }
 
     fn turn(&mut self, timeout: Option<Duration>) -> io::Result<usize> {
+        if self.handle.inner.clock.is_paused() {
+            return self.turn_paused(timeout);
+        }
         let (mut woken, now) = self.expire_timers();
         // Timers fired: their tasks are queued, so do not block.
         let blocking = woken == 0 && timeout != Some(Duration::ZERO);
@@ -265,7 +299,12 @@ impl Driver {
                 if timer_bound && self.events.is_empty() {
                     // The wait timed out: learn how late the OS woke us, then spin.
                     let target = now + wait_for.unwrap_or_default();
-                    let late = Instant::now().saturating_duration_since(target);
+                    let late = self
+                        .handle
+                        .inner
+                        .clock
+                        .now()
+                        .saturating_duration_since(target);
                     let late = u64::try_from(late.as_nanos()).unwrap_or(u64::MAX);
                     self.late_ns = self.late_ns - self.late_ns / 4 + late / 4;
                     if !margin.is_zero() {
@@ -285,16 +324,51 @@ impl Driver {
         Ok(woken)
     }
 
+    /// [`turn`](Self::turn) on a paused clock: poll without blocking; when idle, jump the
+    /// clock to the nearest timer instead of waiting for it (see [`park`](Self::park)).
+    fn turn_paused(&mut self, timeout: Option<Duration>) -> io::Result<usize> {
+        let (mut woken, _) = self.expire_timers();
+        self.events.clear();
+        let inner = &*self.handle.inner;
+        self.selector.select(
+            &inner.registry,
+            &mut self.events,
+            self.max_events,
+            Some(Duration::ZERO),
+        )?;
+        inner.metrics.polls.add_owner(1);
+        let events = !self.events.is_empty();
+        woken += self.dispatch();
+        if woken > 0 || events || timeout == Some(Duration::ZERO) {
+            return Ok(woken);
+        }
+        // Idle: nothing was runnable (the caller's contract), and no I/O, no wake-up came.
+        if let Some(next) = self.next_timer()
+            && self.handle.inner.clock.auto_advance_to(next)
+        {
+            return Ok(self.expire_timers().0);
+        }
+        // No timer to jump to, or blocking closures hold the clock (their end unparks us).
+        self.events.clear();
+        let inner = &*self.handle.inner;
+        self.selector
+            .select(&inner.registry, &mut self.events, self.max_events, timeout)?;
+        inner.metrics.polls.add_owner(1);
+        inner.metrics.waits.add_owner(1);
+        Ok(self.dispatch() + self.expire_timers().0)
+    }
+
     /// How early a timer-bound wait ends: four times the average lateness (the tail of the
     /// OS's wake-up latency is several times its mean), at most `spin_max`.
     fn spin_margin(&self) -> Duration {
         Duration::from_nanos(self.late_ns.saturating_mul(4)).min(self.spin_max)
     }
 
-    /// Polls without blocking until `deadline`, an I/O event or an unpark.
+    /// Polls without blocking until `deadline` (on the reactor's clock), an I/O event or an
+    /// unpark.
     fn spin_until(&mut self, deadline: Instant) -> io::Result<()> {
         let inner = &*self.handle.inner;
-        let start = Instant::now();
+        let start = inner.clock.now();
         let mut now = start;
         while now < deadline {
             self.selector.select(
@@ -308,7 +382,7 @@ impl Driver {
                 break;
             }
             std::hint::spin_loop();
-            now = Instant::now();
+            now = inner.clock.now();
         }
         let spent = now.saturating_duration_since(start);
         inner
@@ -396,7 +470,7 @@ impl Driver {
     /// Fires due timers; returns how many and the clock reading it used.
     fn expire_timers(&mut self) -> (usize, Instant) {
         let inner = &*self.handle.inner;
-        let instant = Instant::now();
+        let instant = inner.clock.now();
         let now = queue::to_ns(instant);
         inner.clock_ns.store(now, Ordering::Relaxed);
         let n = {
@@ -522,7 +596,7 @@ impl Handle {
         }
         if !min_stall.is_zero() {
             let last = inner.clock_ns.load(Ordering::Relaxed);
-            let now = queue::to_ns(Instant::now());
+            let now = queue::to_ns(inner.clock.now());
             if now.saturating_sub(last) < u64::try_from(min_stall.as_nanos()).unwrap_or(u64::MAX) {
                 return Ok(0);
             }
@@ -728,6 +802,48 @@ impl Handle {
         queue::to_ns(deadline) <= self.inner.clock_ns.load(Ordering::Relaxed)
     }
 
+    /// `true` if the timer was armed and has fired (its entry is gone, and not because the
+    /// reactor shut down). Only meaningful for a key that was not cancelled.
+    pub(crate) fn timer_has_fired(&self, key: TimerKey) -> bool {
+        !self.inner.timers.lock().contains(key) && !self.is_shutdown()
+    }
+
+    /// Fires the timers due at the clock's current reading, from any thread (after
+    /// [`time::advance`](crate::time::advance) moved a paused clock). Returns how many.
+    pub(crate) fn expire_due_timers(&self) -> usize {
+        let inner = &*self.inner;
+        let now = queue::to_ns(inner.clock.now());
+        inner.clock_ns.fetch_max(now, Ordering::Relaxed);
+        let mut wake = Vec::new();
+        let n = inner.timers.lock().expire(now, &mut wake);
+        if n > 0 {
+            inner.metrics.timers_fired.add_shared(n as u64);
+            wake.into_iter().for_each(Waker::wake);
+        }
+        n
+    }
+
+    /// Keeps an idle reactor from advancing its paused clock until the matching
+    /// [`allow_auto_advance`](Self::allow_auto_advance): for work whose result comes in real
+    /// time, such as a `spawn_blocking` closure. Calls nest; each needs its own `allow`. No-op
+    /// on a reactor whose clock cannot be paused.
+    pub fn inhibit_auto_advance(&self) {
+        if self.inner.clock.is_pausable() {
+            self.inner.clock.inhibit();
+        }
+    }
+
+    /// Ends one [`inhibit_auto_advance`](Self::inhibit_auto_advance). Call it once the work's
+    /// result is published and its waiters woken, or the idle reactor may advance the clock
+    /// first. The last one unparks the owner if the clock is paused, so that an idle reactor
+    /// advances again (a clock paused later is unparked by `pause` itself).
+    pub fn allow_auto_advance(&self) {
+        let clock = &self.inner.clock;
+        if clock.is_pausable() && clock.release() && clock.is_paused() {
+            self.unpark();
+        }
+    }
+
     pub(crate) fn timer_update(&self, key: TimerKey, waker: &Waker) -> bool {
         self.inner.timers.lock().update(key, waker)
     }
@@ -787,6 +903,21 @@ pub struct EnterGuard {
     /// `false` if the thread-local was already destroyed when entering: nothing to restore.
     entered: bool,
     _not_send: PhantomData<*const ()>,
+}
+
+/// Runs `f` with the clock of the current thread's reactor, if any.
+pub(crate) fn with_current_clock<R>(f: impl FnOnce(Option<&Clock>) -> R) -> R {
+    let mut f = Some(f);
+    let r = CURRENT.try_with(|c| {
+        let current = c.borrow();
+        let f = f.take().expect("called once");
+        f(current.as_ref().map(|c| &c.handle.inner.clock))
+    });
+    match r {
+        Ok(r) => r,
+        // The thread-local is gone (thread exit): no reactor.
+        Err(_) => (f.take().expect("not called yet"))(None),
+    }
 }
 
 fn enter(handle: Handle, owner: bool) -> EnterGuard {

@@ -192,7 +192,7 @@ impl hyper::rt::Timer for WeirTimer {
     }
 
     fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn hyper::rt::Sleep>> {
-        Box::pin(WeirSleep::new(crate::time::sleep_until(deadline)))
+        Box::pin(WeirSleep::new(crate::time::sleep_until(deadline.into())))
     }
 
     fn reset(&self, sleep: &mut Pin<Box<dyn hyper::rt::Sleep>>, new_deadline: Instant) {
@@ -221,7 +221,7 @@ impl WeirSleep {
 
     /// The instant this sleep completes at.
     pub fn deadline(&self) -> Instant {
-        self.inner.deadline()
+        self.inner.deadline().into_std()
     }
 
     /// `true` if the deadline has passed.
@@ -231,7 +231,7 @@ impl WeirSleep {
 
     /// Moves the deadline; the timer is re-armed on the next poll.
     pub fn reset(self: Pin<&mut Self>, deadline: Instant) {
-        self.project().inner.reset(deadline);
+        self.project().inner.reset(deadline.into());
     }
 
     /// The weir sleep inside.

@@ -113,15 +113,54 @@ pub(crate) fn pingpong(
     pingpong::run(cfg, on_phase)
 }
 
+/// What an open-loop request and its response are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Payload {
+    /// The bytes of one request.
+    pub request: Vec<u8>,
+    /// The length of one response: responses are counted by length, so every response of the
+    /// server must have this many bytes.
+    pub response_len: usize,
+}
+
+impl Payload {
+    /// `size` bytes, echoed back.
+    pub(crate) fn echo(size: usize) -> Payload {
+        Payload {
+            request: vec![sys::FILL_BYTE; size],
+            response_len: size,
+        }
+    }
+
+    /// One keep-alive `GET /` whose response is `response_len` bytes long (see
+    /// [`http_response_len`]).
+    pub(crate) fn http_get(response_len: usize) -> Payload {
+        Payload {
+            request: HTTP_GET.to_vec(),
+            response_len,
+        }
+    }
+}
+
+/// The request of [`Payload::http_get`].
+pub(crate) const HTTP_GET: &[u8] = b"GET / HTTP/1.1\r\nHost: bench\r\n\r\n";
+
+/// Sends one [`HTTP_GET`] on a fresh connection to `addr` and returns the length of the whole
+/// response (head and `content-length` body), for [`Payload::http_get`]. Fails if the response
+/// is not a `200` with a `content-length`.
+pub(crate) fn http_response_len(addr: SocketAddr) -> io::Result<usize> {
+    sys::http_probe(addr, HTTP_GET)
+}
+
 /// Settings of [`open_loop`].
 #[derive(Debug, Clone)]
 pub(crate) struct OpenLoopConfig {
-    /// The echo server.
+    /// The server.
     pub addr: SocketAddr,
     /// Connections; request `k` goes out on connection `k % conns`.
     pub conns: usize,
-    /// Bytes per request (and per response).
-    pub msg_size: usize,
+    /// One request, and the length of its response.
+    pub payload: Payload,
     /// Offered load: requests per second, over all connections.
     pub rate: f64,
     /// Scheduled time before the measure window.
@@ -174,4 +213,74 @@ pub(crate) fn open_loop(
 /// limit first if needed; fails with a clear message if even that is too low for `n`.
 pub(crate) fn idle_connect(addr: SocketAddr, n: usize) -> io::Result<Vec<TcpStream>> {
     idle::run(addr, n)
+}
+
+/// `weir-bench load …`: the open-loop HTTP generator on its own (see the crate docs).
+pub(crate) fn cli(args: &[String]) -> ! {
+    let usage =
+        "usage: weir-bench load --addr IP:PORT --rate REQ_PER_S [--secs S] [--conns N] [--cpu C]";
+    let mut addr: Option<SocketAddr> = None;
+    let (mut rate, mut secs, mut conns, mut cpu) = (None::<f64>, 5.0f64, 64usize, None::<usize>);
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let v = it.next().map(String::as_str).unwrap_or("");
+        let ok = match flag.as_str() {
+            "--addr" => v.parse().map(|a| addr = Some(a)).is_ok(),
+            "--rate" => v.parse().map(|r| rate = Some(r)).is_ok(),
+            "--secs" => v.parse().map(|s| secs = s).is_ok(),
+            "--conns" => v.parse().map(|n| conns = n).is_ok(),
+            "--cpu" => v.parse().map(|c| cpu = Some(c)).is_ok(),
+            _ => false,
+        };
+        if !ok {
+            eprintln!("weir-bench load: bad argument {flag} {v}\n{usage}");
+            std::process::exit(2);
+        }
+    }
+    let (Some(addr), Some(rate)) = (addr, rate) else {
+        eprintln!("{usage}");
+        std::process::exit(2);
+    };
+    if let Some(cpu) = cpu
+        && let Err(e) = weir::runtime::pin_thread_to_cpu(cpu)
+    {
+        eprintln!("weir-bench load: pin to CPU {cpu}: {e}");
+        std::process::exit(1);
+    }
+    let run = || -> io::Result<OpenLoopResult> {
+        let cfg = OpenLoopConfig {
+            addr,
+            conns,
+            payload: Payload::http_get(http_response_len(addr)?),
+            rate,
+            warmup: Duration::from_millis(500),
+            measure: Duration::from_secs_f64(secs),
+            drain: Duration::from_secs(2),
+        };
+        open_loop(&cfg, &mut |_| {})
+    };
+    match run() {
+        Ok(r) => {
+            let mut lat = r.latencies_ns.clone();
+            lat.sort_unstable();
+            let q = |f: f64| {
+                lat.get(((lat.len() as f64 - 1.0) * f) as usize)
+                    .map_or(0.0, |&n| n as f64 / 1e3)
+            };
+            println!(
+                "scheduled {} completed {} errors {} late_sends {} p50 {:.0} µs p99 {:.0} µs",
+                r.scheduled,
+                r.completed,
+                r.errors,
+                r.late_sends,
+                q(0.5),
+                q(0.99)
+            );
+            std::process::exit(0);
+        }
+        Err(e) => {
+            eprintln!("weir-bench load: {e}");
+            std::process::exit(1);
+        }
+    }
 }

@@ -112,7 +112,9 @@ struct Shared {
     abort: AtomicBool,
     /// The receiver has finished; nothing the sender still holds will be counted.
     receiver_done: AtomicBool,
-    msg_size: usize,
+    /// Bytes of one request and of one response.
+    request_len: usize,
+    response_len: usize,
     schedule: Schedule,
     /// Requests `[k_start, k_end)` are the measure window's; the sender stops at `k_end`.
     k_start: u64,
@@ -179,8 +181,10 @@ pub(super) fn run_with_stats(
     if cfg.conns == 0 {
         return Err(sys::invalid("open_loop: conns must be at least 1"));
     }
-    if cfg.msg_size == 0 {
-        return Err(sys::invalid("open_loop: msg_size must be at least 1"));
+    if cfg.payload.request.is_empty() || cfg.payload.response_len == 0 {
+        return Err(sys::invalid(
+            "open_loop: requests and responses must be at least 1 byte",
+        ));
     }
     Schedule::new(0, cfg.rate)?; // validate the rate before connecting
     let streams = sys::connect_many(cfg.addr, cfg.conns)?;
@@ -201,7 +205,8 @@ pub(super) fn run_with_stats(
         errors: AtomicU64::new(0),
         abort: AtomicBool::new(false),
         receiver_done: AtomicBool::new(false),
-        msg_size: cfg.msg_size,
+        request_len: cfg.payload.request.len(),
+        response_len: cfg.payload.response_len,
         schedule,
         k_start: schedule.first_due_from(window_start),
         k_end: schedule.first_due_from(window_end),
@@ -211,6 +216,7 @@ pub(super) fn run_with_stats(
     };
 
     let shared = &shared;
+    let requests = &cfg.payload.request;
     let (sender, receiver) = thread::scope(|s| {
         // Until both phases have been called, an early exit (error, panic) aborts the threads.
         let mut guard = sys::StopOnDrop::new(&shared.abort);
@@ -219,7 +225,7 @@ pub(super) fn run_with_stats(
             .spawn_scoped(s, move || receiver(shared))?;
         let sender = thread::Builder::new()
             .name("load-open-send".into())
-            .spawn_scoped(s, move || sender(shared))?;
+            .spawn_scoped(s, move || sender(shared, requests))?;
         sys::sleep_until(window_start);
         on_phase(Phase::MeasureStart);
         sys::sleep_until(window_end);
@@ -245,10 +251,14 @@ pub(super) fn run_with_stats(
 /// The sender's private state.
 struct Sender<'a> {
     shared: &'a Shared,
-    /// Fill bytes: any prefix is a run of requests' bytes.
+    /// The request repeated: a connection `pos` bytes into its current request continues
+    /// with `fill[pos..]`.
     fill: Vec<u8>,
     /// Bytes per connection waiting for room in the socket (in order behind what was sent).
     backlog: Vec<usize>,
+    /// Per connection: bytes of its current request already sent (non-zero only while it
+    /// has a backlog).
+    pos: Vec<usize>,
     /// How many connections have a nonzero backlog.
     backlogged: usize,
     /// EPOLLOUT (edge-triggered) of every connection, looked at only while backlogged.
@@ -259,7 +269,7 @@ struct Sender<'a> {
     stats: SenderStats,
 }
 
-fn sender(shared: &Shared) -> io::Result<SenderStats> {
+fn sender(shared: &Shared, request: &[u8]) -> io::Result<SenderStats> {
     sys::set_min_timer_slack();
     let writable = Epoll::new()?;
     let interest = (libc::EPOLLOUT | libc::EPOLLET) as u32;
@@ -268,8 +278,9 @@ fn sender(shared: &Shared) -> io::Result<SenderStats> {
     }
     let mut s = Sender {
         shared,
-        fill: sys::fill_buffer(shared.msg_size),
+        fill: sys::request_buffer(request),
         backlog: vec![0; shared.conns.len()],
+        pos: vec![0; shared.conns.len()],
         backlogged: 0,
         writable,
         events: vec![sys::NO_EVENT; shared.conns.len().clamp(1, 1024)],
@@ -353,14 +364,17 @@ impl Sender<'_> {
         }
         // Before the bytes leave: the response cannot arrive before its FIFO entry.
         sh.fifo(i).push_back(due);
-        let size = sh.msg_size;
+        let size = sh.request_len;
         if self.backlog[i] > 0 {
             self.backlog[i] += size; // keep the connection's bytes in order
             return;
         }
         match sys::send(sh.conns[i].stream.as_raw_fd(), &self.fill[..size]) {
             Ok(Io::Done(n)) if n == size => {}
-            Ok(Io::Done(n)) => self.start_backlog(i, size - n),
+            Ok(Io::Done(n)) => {
+                self.pos[i] = n;
+                self.start_backlog(i, size - n);
+            }
             Ok(Io::WouldBlock) => self.start_backlog(i, size),
             Err(_) => {
                 sh.kill(i);
@@ -412,9 +426,13 @@ impl Sender<'_> {
             if sh.is_dead(i) {
                 break;
             }
-            let chunk = self.backlog[i].min(self.fill.len());
-            match sys::send(fd, &self.fill[..chunk]) {
-                Ok(Io::Done(n)) => self.backlog[i] -= n,
+            let pos = self.pos[i];
+            let chunk = self.backlog[i].min(self.fill.len() - pos);
+            match sys::send(fd, &self.fill[pos..pos + chunk]) {
+                Ok(Io::Done(n)) => {
+                    self.backlog[i] -= n;
+                    self.pos[i] = (pos + n) % sh.request_len;
+                }
                 Ok(Io::WouldBlock) => return, // the EPOLLOUT edge will come back
                 Err(_) => {
                     sh.kill(i);
@@ -424,6 +442,7 @@ impl Sender<'_> {
         }
         // Emptied, or the connection died (its backlog is moot).
         self.backlog[i] = 0;
+        self.pos[i] = 0;
         self.backlogged -= 1;
     }
 }
@@ -501,8 +520,8 @@ fn read_responses(
         };
         let now = sys::now_ns();
         let total = *partial + n;
-        let full = total / sh.msg_size;
-        *partial = total % sh.msg_size;
+        let full = total / sh.response_len;
+        *partial = total % sh.response_len;
         let mut fifo = sh.fifo(i);
         for _ in 0..full {
             // An empty FIFO means more bytes came back than were sent.

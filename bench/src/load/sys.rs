@@ -11,8 +11,8 @@ pub(super) const NANOS_PER_SEC: u64 = 1_000_000_000;
 /// Size of the receive scratch buffers, and the minimum size of the send fill buffers.
 pub(super) const IO_CHUNK: usize = 64 * 1024;
 
-/// The byte every request consists of. Echo servers do not look at it; only counts matter.
-const FILL_BYTE: u8 = b'w';
+/// The byte every echo request consists of. Echo servers do not look at it; only counts matter.
+pub(super) const FILL_BYTE: u8 = b'w';
 
 /// A buffer of at least `len` (and at least [`IO_CHUNK`]) fill bytes: every request is a run of
 /// fill bytes, so any prefix of this buffer is a valid (part of a) request or queue of requests.
@@ -145,6 +145,49 @@ pub(super) fn connect_many(addr: SocketAddr, n: usize) -> io::Result<Vec<TcpStre
             })
         })
         .collect()
+}
+
+/// `request` repeated to at least `IO_CHUNK + request.len()` bytes: a connection that has sent
+/// `pos` bytes of its current request continues with `buf[pos..]`, and any run of whole
+/// requests is a prefix of the buffer.
+pub(super) fn request_buffer(request: &[u8]) -> Vec<u8> {
+    let n = (IO_CHUNK + request.len()).div_ceil(request.len().max(1));
+    request.repeat(n)
+}
+
+/// Sends `request` on a fresh blocking connection and reads one response: the length of its
+/// head plus its `content-length`. Fails unless the status is 200 and the length is given.
+pub(super) fn http_probe(addr: SocketAddr, request: &[u8]) -> io::Result<usize> {
+    use std::io::{Read, Write};
+    let bad = |what: String| io::Error::new(io::ErrorKind::InvalidData, what);
+    let mut stream = TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
+    stream.write_all(request)?;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = stream.read(&mut buf)?;
+        if n == 0 {
+            return Err(bad(format!("{addr}: closed before a whole response")));
+        }
+        got.extend_from_slice(&buf[..n]);
+        let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") else {
+            continue;
+        };
+        let head = String::from_utf8_lossy(&got[..end]).to_ascii_lowercase();
+        if !head.starts_with("http/1.1 200") {
+            return Err(bad(format!("{addr}: not a 200 response: {head:?}")));
+        }
+        let len = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .ok_or_else(|| bad(format!("{addr}: no content-length: {head:?}")))?;
+        let total = end + 4 + len;
+        if got.len() >= total {
+            return Ok(total);
+        }
+    }
 }
 
 /// An `InvalidInput` error with `msg`.

@@ -22,7 +22,19 @@ enum Mode {
     OneExtraByte,
     /// Echo the first chunk, then close.
     CloseAfterFirst,
+    /// After a slow start, check that the bytes are whole repetitions of [`PATTERN`] and
+    /// answer each one with [`ANSWER`]; close on the first byte out of place.
+    Requests(Duration),
 }
+
+/// The request of [`Mode::Requests`]: 100 KiB of distinct bytes, so a send resumed at the
+/// wrong place in it is caught.
+fn pattern() -> Vec<u8> {
+    (0..100 * 1024).map(|i| (i % 251) as u8).collect()
+}
+
+/// The answer of [`Mode::Requests`] to each request.
+const ANSWER: &[u8] = b"ok!";
 
 /// A threaded test server on 127.0.0.1; stops accepting when dropped. Connection threads end
 /// when their client closes.
@@ -72,6 +84,10 @@ fn serve(mut stream: TcpStream, mode: Mode) {
     if let Mode::SlowStart(d) = mode {
         thread::sleep(d);
     }
+    if let Mode::Requests(d) = mode {
+        thread::sleep(d);
+        return answer_requests(stream);
+    }
     let mut buf = vec![0u8; 64 * 1024];
     let mut first = true;
     loop {
@@ -94,7 +110,7 @@ fn serve(mut stream: TcpStream, mode: Mode) {
                     let _ = stream.shutdown(Shutdown::Both);
                     return;
                 }
-                Mode::Echo | Mode::SlowStart(_) => {}
+                Mode::Echo | Mode::SlowStart(_) | Mode::Requests(_) => {}
             }
         }
     }
@@ -210,11 +226,37 @@ fn pingpong_reports_a_closed_connection() {
     assert_eq!(r.errors, 1);
 }
 
+/// [`Mode::Requests`]: checks every byte against the pattern, answers each whole request.
+fn answer_requests(mut stream: TcpStream) {
+    let pattern = pattern();
+    let mut at = 0;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match stream.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        for &b in &buf[..n] {
+            if b != pattern[at] {
+                let _ = stream.shutdown(Shutdown::Both);
+                return;
+            }
+            at += 1;
+            if at == pattern.len() {
+                at = 0;
+                if stream.write_all(ANSWER).is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
 fn open_cfg(addr: SocketAddr) -> OpenLoopConfig {
     OpenLoopConfig {
         addr,
         conns: 100,
-        msg_size: 64,
+        payload: Payload::echo(64),
         rate: 10_000.0,
         warmup: Duration::from_millis(100),
         measure: Duration::from_millis(200),
@@ -245,7 +287,7 @@ fn open_loop_backlogs_when_the_server_does_not_read() {
     let server = TestServer::start(Mode::SlowStart(Duration::from_millis(200)));
     let cfg = OpenLoopConfig {
         conns: 1,
-        msg_size: 128 * 1024,
+        payload: Payload::echo(128 * 1024),
         rate: 1_000.0,
         warmup: Duration::ZERO,
         measure: Duration::from_millis(300),
@@ -297,6 +339,11 @@ fn generators_reject_bad_configs() {
     assert!(closed_loop(&closed, &mut never).is_err());
     let open = OpenLoopConfig {
         rate: 0.0,
+        ..open_cfg(addr)
+    };
+    assert!(open_loop(&open, &mut never).is_err());
+    let open = OpenLoopConfig {
+        payload: Payload::echo(0),
         ..open_cfg(addr)
     };
     assert!(open_loop(&open, &mut never).is_err());
@@ -357,4 +404,41 @@ fn open_loop_probe() {
         q(0.99),
         r.latencies_ns.last()
     );
+}
+
+#[test]
+fn open_loop_resumes_backlogged_requests_where_they_stopped() {
+    // Large requests of distinct bytes meet full sockets (the server starts late): every
+    // partial send must resume at the right byte, or the server closes the connection.
+    let server = TestServer::start(Mode::Requests(Duration::from_millis(200)));
+    let cfg = OpenLoopConfig {
+        conns: 2,
+        payload: Payload {
+            request: pattern(),
+            response_len: ANSWER.len(),
+        },
+        rate: 1_000.0,
+        warmup: Duration::ZERO,
+        measure: Duration::from_millis(300),
+        ..open_cfg(server.addr)
+    };
+    let (r, stats) = open::run_with_stats(&cfg, &mut |_| {}).expect("open_loop");
+    assert!(stats.would_block > 0, "the sockets never filled up");
+    assert_eq!(r.errors, 0, "a request was resumed at the wrong byte");
+    assert_eq!(r.completed, r.scheduled);
+}
+
+#[test]
+fn http_probe_reads_the_response_length() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    const RESPONSE: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 13\r\n\r\nHello, World!";
+    let t = thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut buf = [0u8; 1024];
+        let _ = s.read(&mut buf).unwrap();
+        s.write_all(RESPONSE).unwrap();
+    });
+    assert_eq!(http_response_len(addr).unwrap(), RESPONSE.len());
+    t.join().unwrap();
 }

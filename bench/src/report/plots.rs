@@ -33,9 +33,10 @@ type PlotResult<T = ()> = Result<T, Box<dyn Error>>;
 /// The file name of a plot, relative to the report directory.
 pub(super) fn file_of(spec: &PlotSpec) -> &str {
     match spec {
-        PlotSpec::Bars { file, .. } | PlotSpec::Cdf { file, .. } | PlotSpec::Sweep { file, .. } => {
-            file
-        }
+        PlotSpec::Bars { file, .. }
+        | PlotSpec::Cdf { file, .. }
+        | PlotSpec::Sweep { file, .. }
+        | PlotSpec::Lines { file, .. } => file,
     }
 }
 
@@ -70,6 +71,13 @@ pub(super) fn title(scenario: &ScenarioResult, spec: &PlotSpec) -> String {
             scenario.name,
             metric_title(scenario, metric),
             case_suffix(case)
+        ),
+        PlotSpec::Lines {
+            metric, x_label, ..
+        } => format!(
+            "{}: {} vs {x_label}",
+            scenario.name,
+            metric_title(scenario, metric)
         ),
     }
 }
@@ -145,8 +153,99 @@ pub(super) fn draw(
                 true
             }
         }
+        PlotSpec::Lines {
+            metric,
+            cases,
+            x_label,
+            file,
+        } => {
+            let lines: Vec<(&str, Vec<(f64, Stats)>)> = scenario
+                .contenders
+                .iter()
+                .map(|c| {
+                    let pts = cases
+                        .iter()
+                        .filter_map(|(case, x)| Some((*x, scenario.stats(case, &c.name, metric)?)))
+                        .collect::<Vec<_>>();
+                    (c.name.as_str(), pts)
+                })
+                .filter(|(_, pts)| !pts.is_empty())
+                .collect();
+            if lines.is_empty() {
+                false
+            } else {
+                let path = prepare(dir, file)?;
+                let xs: Vec<f64> = cases.iter().map(|c| c.1).collect();
+                let y_desc = metric_title(scenario, metric);
+                draw_lines(&path, &title, x_label, &y_desc, &xs, &lines, palette)
+                    .map_err(|e| plot_error(&path, e))?;
+                true
+            }
+        }
     };
     Ok(drawn)
+}
+
+/// Every contender's line of medians (with min–max whiskers) across the x positions `xs`.
+fn draw_lines(
+    path: &Path,
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    xs: &[f64],
+    lines: &[(&str, Vec<(f64, Stats)>)],
+    palette: &Palette,
+) -> PlotResult {
+    let (area, legend_area) = canvas(path, title)?;
+    let x_min = xs.iter().copied().fold(f64::INFINITY, f64::min);
+    let x_max = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let pad = if x_max > x_min {
+        (x_max - x_min) * 0.06
+    } else {
+        1.0
+    };
+    let all = lines.iter().flat_map(|(_, pts)| pts.iter().map(|p| p.1));
+    let lo = all.clone().map(|s| s.min).fold(f64::INFINITY, f64::min);
+    let hi = all.map(|s| s.max).fold(f64::NEG_INFINITY, f64::max);
+    let (y_lo, y_hi) = y_range(lo, hi);
+    let mut chart = ChartBuilder::on(&area)
+        .margin(12)
+        .x_label_area_size(44)
+        .y_label_area_size(72)
+        .build_cartesian_2d(
+            TickedAxis::new(x_min - pad..x_max + pad, xs.to_vec()),
+            y_lo..y_hi,
+        )?;
+    chart
+        .configure_mesh()
+        .x_label_formatter(&|x| fmt_tick(*x))
+        .y_label_formatter(&|y| fmt_tick(*y))
+        .x_desc(x_desc)
+        .y_desc(y_desc)
+        .max_light_lines(4)
+        .label_style((FONT, 12))
+        .axis_desc_style((FONT, 14))
+        .draw()?;
+    let mut entries = Vec::new();
+    for (name, pts) in lines {
+        let colour = palette.colour(name);
+        chart.draw_series(LineSeries::new(
+            pts.iter().map(|p| (p.0, p.1.median)),
+            colour.stroke_width(2),
+        ))?;
+        for (x, s) in pts {
+            whisker(&mut chart, *x, s, colour.stroke_width(1))?;
+            chart.draw_series(std::iter::once(Circle::new(
+                (*x, s.median),
+                3,
+                colour.filled(),
+            )))?;
+        }
+        entries.push(((*name).to_owned(), colour, Mark::Line));
+    }
+    legend(&legend_area, &entries)?;
+    area.present()?;
+    Ok(())
 }
 
 /// The full path of a plot file, with its parent directories created.

@@ -2,16 +2,21 @@
 //!
 //! ```text
 //! --kind echo|http                  what to serve (default echo; http needs weir or tokio)
-//! --rt weir|tokio|raw-epoll|busy-loop   who serves it (default weir)
+//! --rt weir|tokio|raw-epoll|raw-uring|busy-loop   who serves it (default weir)
 //! --flavor mt|ct                    weir/tokio: multi-thread or current-thread (default mt)
 //! --workers N                       weir/tokio mt: worker threads (default: allowed CPUs)
 //! --addr IP:PORT                    listen address (default 127.0.0.1:0)
+//! --cpu N                           confine the whole process to CPU N (before any thread
+//!                                   starts: workers default to 1 then)
 //! weir only:
 //!   --min-wait-us N | --min-wait-adaptive-us N   min_wait window (fixed or adaptive max)
 //!   --busy-poll-us N                executor busy poll before parking
 //!   --kernel-busy-poll U,B,P        EPIOCSPARAMS usecs, budget, prefer (0/1)
 //!   --sharded                       weir::net::ShardedListener instead of one TcpListener
 //!   --pin                           pin worker i to allowed CPU i (mt only)
+//! weir, raw-epoll and raw-uring:
+//!   --min-wait-us N                 raw-epoll: userspace min_wait (sleep to the window's end,
+//!                                   then collect); raw-uring: io_uring's native min_wait
 //! ```
 //!
 //! Protocol with the orchestrator: once the listener is bound the server prints
@@ -22,6 +27,7 @@
 mod busy_loop;
 mod http;
 mod raw_epoll;
+mod raw_uring;
 mod sys;
 mod tokio_srv;
 mod weir_srv;
@@ -50,6 +56,8 @@ enum Rt {
     Tokio,
     /// A hand-written edge-triggered epoll loop on one thread.
     RawEpoll,
+    /// A hand-written io_uring readiness loop on one thread (multishot poll, native min_wait).
+    RawUring,
     /// A single thread polling every socket with non-blocking syscalls, no epoll.
     BusyLoop,
 }
@@ -96,12 +104,21 @@ struct Config {
     /// Worker threads for the multi-thread flavour.
     workers: usize,
     addr: SocketAddr,
+    /// `--cpu N`: the process runs on this CPU only.
+    cpu: Option<usize>,
     weir: WeirOpts,
+    /// raw-epoll / raw-uring: the min_wait window (`--min-wait-us`).
+    raw_min_wait: Option<Duration>,
 }
 
 /// Child entry point; never returns.
 pub(crate) fn main(args: &[String]) -> ! {
     let cfg = parse(args).unwrap_or_else(|msg| usage_error(&msg));
+    if let Some(cpu) = cfg.cpu
+        && let Err(e) = weir::runtime::pin_thread_to_cpu(cpu)
+    {
+        fatal(&format!("pin to CPU {cpu}"), e);
+    }
     if let Err(e) = sys::raise_nofile_limit() {
         eprintln!("weir-bench __server: cannot raise RLIMIT_NOFILE: {e}");
     }
@@ -109,12 +126,13 @@ pub(crate) fn main(args: &[String]) -> ! {
         Rt::Weir => weir_srv::run(&cfg),
         Rt::Tokio => tokio_srv::run(&cfg),
         Rt::RawEpoll => raw_epoll::run(&cfg),
+        Rt::RawUring => raw_uring::run(&cfg),
         Rt::BusyLoop => busy_loop::run(&cfg),
     }
 }
 
 const USAGE: &str = "usage: weir-bench __server [--kind echo|http] \
-[--rt weir|tokio|raw-epoll|busy-loop] [--flavor mt|ct] [--workers N] [--addr IP:PORT] \
+[--rt weir|tokio|raw-epoll|raw-uring|busy-loop] [--flavor mt|ct] [--workers N] [--addr IP:PORT] [--cpu N] \
 [--min-wait-us N | --min-wait-adaptive-us N] [--busy-poll-us N] [--kernel-busy-poll U,B,P] \
 [--sharded] [--pin]";
 
@@ -176,18 +194,20 @@ fn parse(args: &[String]) -> Result<Config, String> {
     let mut flavor = None;
     let mut workers = None;
     let mut addr = SocketAddr::from(([127, 0, 0, 1], 0));
+    let mut cpu = None;
     let mut weir = WeirOpts::default();
     let mut weir_only: Vec<&str> = Vec::new();
 
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let flag = flag.as_str();
-        const FLAGS: [&str; 12] = [
+        const FLAGS: [&str; 13] = [
             "--kind",
             "--rt",
             "--flavor",
             "--workers",
             "--addr",
+            "--cpu",
             "--min-wait-us",
             "--min-wait-adaptive-us",
             "--busy-poll-us",
@@ -237,10 +257,11 @@ fn parse(args: &[String]) -> Result<Config, String> {
                     "weir" => Rt::Weir,
                     "tokio" => Rt::Tokio,
                     "raw-epoll" => Rt::RawEpoll,
+                    "raw-uring" => Rt::RawUring,
                     "busy-loop" => Rt::BusyLoop,
                     _ => {
                         return Err(format!(
-                            "invalid value for --rt: {v:?} (weir|tokio|raw-epoll|busy-loop)"
+                            "invalid value for --rt: {v:?} (weir|tokio|raw-epoll|raw-uring|busy-loop)"
                         ));
                     }
                 }
@@ -263,6 +284,7 @@ fn parse(args: &[String]) -> Result<Config, String> {
                 workers = Some(n);
             }
             "--addr" => addr = value(flag, v)?,
+            "--cpu" => cpu = Some(value(flag, v)?),
             "--min-wait-us" | "--min-wait-adaptive-us" => {
                 weir_only.push(flag);
                 if weir.min_wait.is_some() {
@@ -307,8 +329,18 @@ fn parse(args: &[String]) -> Result<Config, String> {
         Rt::Weir => "weir",
         Rt::Tokio => "tokio",
         Rt::RawEpoll => "raw-epoll",
+        Rt::RawUring => "raw-uring",
         Rt::BusyLoop => "busy-loop",
     };
+    // The raw loops take a fixed min_wait window (their own implementation of it).
+    let mut raw_min_wait = None;
+    if matches!(rt, Rt::RawEpoll | Rt::RawUring)
+        && let Some(MinWaitOpt::Fixed(d)) = weir.min_wait
+    {
+        raw_min_wait = Some(d);
+        weir.min_wait = None;
+        weir_only.retain(|f| *f != "--min-wait-us");
+    }
     if rt != Rt::Weir
         && let Some(flag) = weir_only.first()
     {
@@ -316,10 +348,13 @@ fn parse(args: &[String]) -> Result<Config, String> {
     }
     let runtime = matches!(rt, Rt::Weir | Rt::Tokio);
     if !runtime {
-        if kind == Kind::Http {
+        if kind == Kind::Http && rt == Rt::BusyLoop {
             return Err(format!(
-                "--kind http needs --rt weir or tokio, not {rt_name}"
+                "--kind http needs --rt weir, tokio, raw-epoll or raw-uring, not {rt_name}"
             ));
+        }
+        if rt == Rt::RawUring && kind != Kind::Http {
+            return Err("--rt raw-uring serves --kind http only".to_string());
         }
         if flavor.is_some() {
             return Err(format!("--flavor applies to weir and tokio, not {rt_name}"));
@@ -339,10 +374,10 @@ fn parse(args: &[String]) -> Result<Config, String> {
             return Err("--pin applies to --flavor mt only".to_string());
         }
     }
-    let workers = match (flavor, workers) {
-        (_, Some(n)) => n,
-        (Flavor::Ct, None) => 1,
-        (Flavor::Mt, None) => default_workers(),
+    let workers = match (flavor, workers, cpu) {
+        (_, Some(n), _) => n,
+        (Flavor::Ct, None, _) | (Flavor::Mt, None, Some(_)) => 1,
+        (Flavor::Mt, None, None) => default_workers(),
     };
     Ok(Config {
         kind,
@@ -350,7 +385,9 @@ fn parse(args: &[String]) -> Result<Config, String> {
         flavor,
         workers,
         addr,
+        cpu,
         weir,
+        raw_min_wait,
     })
 }
 
@@ -494,6 +531,23 @@ mod tests {
     }
 
     #[test]
+    fn raw_loops_and_pinning() {
+        let c = parse(&args(
+            "--rt raw-epoll --kind http --min-wait-us 200 --cpu 0",
+        ))
+        .unwrap();
+        assert_eq!((c.rt, c.kind), (Rt::RawEpoll, Kind::Http));
+        assert_eq!(c.raw_min_wait, Some(Duration::from_micros(200)));
+        assert_eq!(c.weir.min_wait, None);
+        assert_eq!(c.cpu, Some(0));
+        let c = parse(&args("--rt raw-uring --kind http")).unwrap();
+        assert_eq!((c.rt, c.raw_min_wait), (Rt::RawUring, None));
+        // Pinned to one CPU, the multi-thread flavours default to one worker.
+        let c = parse(&args("--rt tokio --cpu 0")).unwrap();
+        assert_eq!(c.workers, 1);
+    }
+
+    #[test]
     fn rejects() {
         for bad in [
             "--bogus",
@@ -501,7 +555,10 @@ mod tests {
             "--kind ftp",
             "--rt tokio --min-wait-us 10",
             "--rt tokio --sharded",
-            "--rt raw-epoll --kind http",
+            "--rt busy-loop --kind http",
+            "--rt raw-uring --kind echo",
+            "--rt raw-epoll --min-wait-adaptive-us 10",
+            "--cpu x",
             "--rt busy-loop --workers 2",
             "--rt raw-epoll --flavor mt",
             "--flavor ct --workers 2",

@@ -1,5 +1,12 @@
-//! `--rt raw-epoll`: a hand-written, single-threaded, edge-triggered epoll echo loop. No
-//! runtime, no tasks, no wakers: the physical limit of the epoll syscall path.
+//! `--rt raw-epoll`: a hand-written, single-threaded, edge-triggered epoll loop serving echo or
+//! HTTP ("Hello, World!" to every request, `--kind http`). No runtime, no tasks, no wakers: the
+//! physical limit of the epoll syscall path.
+//!
+//! With `--min-wait-us N` it batches in user space the way weir's epoll backend emulates
+//! min_wait: note the time a blocking wait starts; if it returns fewer than `maxevents` events
+//! before `start + N`, sleep until then (`clock_nanosleep`, timer slack 1 ns) and collect what
+//! else arrived with a zero-timeout `epoll_wait`. Three syscalls per window instead of one
+//! wake-up per event.
 //!
 //! The listener is registered `EPOLLIN | EPOLLET` and drained with `accept4` until `EAGAIN` on
 //! every edge; connections are registered `EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET` with their
@@ -12,13 +19,16 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::http::{RequestCounter, raw_responses};
 use super::sys::{self, Accepted, Closed, EchoConn};
-use super::{ACCEPTED, Config, LIVE, StatsFn, bump};
+use super::{ACCEPTED, Config, Kind, LIVE, StatsFn, bump};
 
 /// `epoll_wait` calls with timeout -1.
 static WAITS: AtomicU64 = AtomicU64::new(0);
 /// Events returned by `epoll_wait`.
 static EVENTS: AtomicU64 = AtomicU64::new(0);
+/// min_wait windows that slept until their end.
+static WINDOW_SLEEPS: AtomicU64 = AtomicU64::new(0);
 
 /// Epoll data of the listener (connections use their slab index).
 const LISTENER: u64 = u64::MAX;
@@ -41,9 +51,15 @@ const HUP_FLAGS: u32 = (libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR) as u
 pub(super) fn run(cfg: &Config) -> ! {
     let (listener, port) = sys::listen(cfg.addr).unwrap_or_else(|e| super::fatal("bind", e));
     let mut server = Server::new(listener).unwrap_or_else(|e| super::fatal("epoll", e));
+    server.http = cfg.kind == Kind::Http;
+    server.min_wait_ns = cfg.raw_min_wait.map(|d| d.as_nanos() as u64);
+    if server.min_wait_ns.is_some() {
+        sys::set_timer_slack_1ns();
+    }
     let stats: StatsFn = Box::new(|s| {
         super::put(s, "waits", WAITS.load(Ordering::Relaxed));
         super::put(s, "events", EVENTS.load(Ordering::Relaxed));
+        super::put(s, "window_sleeps", WINDOW_SLEEPS.load(Ordering::Relaxed));
     });
     super::announce(port, stats);
     let Err(e) = server.serve();
@@ -57,7 +73,7 @@ struct Server {
     /// The listening socket.
     listener: OwnedFd,
     /// Connections by slab index (the epoll data).
-    conns: Vec<Option<EchoConn>>,
+    conns: Vec<Option<Conn>>,
     /// Free slab indices.
     free: Vec<usize>,
     /// Indices closed during the current batch: freed only after it, so a later event of the
@@ -67,6 +83,18 @@ struct Server {
     buf: Box<[u8]>,
     /// Accept stopped on fd exhaustion with connections still queued: retry after a timeout.
     accept_paused: bool,
+    /// Serve HTTP instead of echo.
+    http: bool,
+    /// Responses to send back to back (HTTP).
+    responses: Vec<u8>,
+    /// The userspace min_wait window, if any.
+    min_wait_ns: Option<u64>,
+}
+
+/// A connection and, for HTTP, how far into a request its bytes are.
+struct Conn {
+    io: EchoConn,
+    requests: RequestCounter,
 }
 
 impl Server {
@@ -87,6 +115,9 @@ impl Server {
             closed: Vec::new(),
             buf: vec![0u8; BUF].into_boxed_slice(),
             accept_paused: false,
+            http: false,
+            responses: raw_responses(),
+            min_wait_ns: None,
         };
         server.add(
             server.listener.as_raw_fd(),
@@ -118,23 +149,24 @@ impl Server {
             } else {
                 -1
             };
-            // SAFETY: `events` holds MAX_EVENTS writable epoll_events for the call.
-            let n = unsafe {
-                libc::epoll_wait(
-                    self.epoll.as_raw_fd(),
-                    events.as_mut_ptr(),
-                    MAX_EVENTS as libc::c_int,
-                    timeout,
-                )
+            let start = self.min_wait_ns.map(|_| sys::now_ns());
+            let mut n = match self.wait(&mut events, timeout) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
             };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
+            if let (Some(window), Some(start)) = (self.min_wait_ns, start)
+                && n > 0
+                && n < MAX_EVENTS
+            {
+                // The window is open: sleep to its end, then collect what else arrived.
+                let end = start + window;
+                if sys::now_ns() < end {
+                    sys::sleep_until_ns(end);
+                    bump(&WINDOW_SLEEPS, 1);
+                    n += self.wait(&mut events[n..], 0).unwrap_or(0);
                 }
-                return Err(e);
             }
-            let n = n as usize;
             if timeout < 0 {
                 bump(&WAITS, 1);
             }
@@ -153,6 +185,23 @@ impl Server {
             }
             self.free.append(&mut self.closed);
         }
+    }
+
+    /// One `epoll_wait` into `events`.
+    fn wait(&self, events: &mut [libc::epoll_event], timeout: libc::c_int) -> io::Result<usize> {
+        // SAFETY: `events` holds `events.len()` writable epoll_events for the call.
+        let n = unsafe {
+            libc::epoll_wait(
+                self.epoll.as_raw_fd(),
+                events.as_mut_ptr(),
+                events.len() as libc::c_int,
+                timeout,
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(n as usize)
     }
 
     /// Accepts until the queue is empty (or fds run out) and registers every connection.
@@ -182,7 +231,10 @@ impl Server {
                 self.free.push(idx);
                 continue;
             }
-            self.conns[idx] = Some(EchoConn::new(fd));
+            self.conns[idx] = Some(Conn {
+                io: EchoConn::new(fd),
+                requests: RequestCounter::default(),
+            });
             bump(&ACCEPTED, 1);
             bump(&LIVE, 1);
         }
@@ -194,7 +246,12 @@ impl Server {
         let Some(conn) = self.conns.get_mut(idx).and_then(Option::as_mut) else {
             return; // closed earlier in this batch
         };
-        if service(conn, &mut self.buf, flags).is_err() {
+        let served = if self.http {
+            serve_http(conn, &mut self.buf, &self.responses, flags)
+        } else {
+            service(&mut conn.io, &mut self.buf, flags)
+        };
+        if served.is_err() {
             self.close(idx);
         }
     }
@@ -230,6 +287,48 @@ fn service(conn: &mut EchoConn, buf: &mut [u8], flags: u32) -> Result<(), Closed
             Ok(n) => {
                 conn.echo(&buf[..n])?;
                 if conn.has_pending() || (n < buf.len() && !to_end) {
+                    return Ok(());
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return Err(Closed),
+        }
+    }
+}
+
+/// Flushes and reads one HTTP connection after an event with `flags`: every complete request
+/// read is answered with [`RAW_RESPONSE`](super::http::RAW_RESPONSE), all the answers to one
+/// read in one `send`. `Err` when it must close.
+#[inline]
+fn serve_http(conn: &mut Conn, buf: &mut [u8], responses: &[u8], flags: u32) -> Result<(), Closed> {
+    let mut read = flags & READ_FLAGS != 0;
+    if conn.io.has_pending() {
+        if !conn.io.flush()? {
+            return Ok(());
+        }
+        read = true;
+    }
+    if !read {
+        return Ok(());
+    }
+    let to_end = flags & HUP_FLAGS != 0;
+    let one = super::http::RAW_RESPONSE.len();
+    loop {
+        match sys::recv(conn.io.fd.as_raw_fd(), buf) {
+            Ok(0) => return Err(Closed),
+            Ok(n) => {
+                let mut due = conn.requests.feed(&buf[..n]);
+                while due > 0 && !conn.io.has_pending() {
+                    let k = due.min(responses.len() / one);
+                    conn.io.echo(&responses[..k * one])?;
+                    due -= k;
+                }
+                if due > 0 {
+                    // The socket is full: queue the rest behind what is pending.
+                    conn.io.queue(&responses[..one].repeat(due));
+                }
+                if conn.io.has_pending() || (n < buf.len() && !to_end) {
                     return Ok(());
                 }
             }

@@ -258,6 +258,11 @@ impl EchoConn {
         Ok(())
     }
 
+    /// Appends `data` behind the pending bytes (sent by [`flush`](Self::flush)).
+    pub(super) fn queue(&mut self, data: &[u8]) {
+        self.pending.extend_from_slice(data);
+    }
+
     /// Sends pending bytes; `Ok(true)` once all are gone (the buffer is released).
     pub(super) fn flush(&mut self) -> Result<bool, Closed> {
         while self.sent < self.pending.len() {
@@ -272,4 +277,45 @@ impl EchoConn {
         self.sent = 0;
         Ok(true)
     }
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds.
+pub(super) fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a live, writable timespec; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &raw mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Sleeps until `CLOCK_MONOTONIC` reaches `deadline_ns` (absolute; retried on signals).
+pub(super) fn sleep_until_ns(deadline_ns: u64) {
+    let ts = libc::timespec {
+        tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
+    };
+    loop {
+        // SAFETY: `ts` is a live timespec; the remaining-time pointer may be null with
+        // TIMER_ABSTIME.
+        let rc = unsafe {
+            libc::clock_nanosleep(
+                libc::CLOCK_MONOTONIC,
+                libc::TIMER_ABSTIME,
+                &raw const ts,
+                std::ptr::null_mut(),
+            )
+        };
+        if rc != libc::EINTR {
+            return;
+        }
+    }
+}
+
+/// Sets this thread's timer slack to 1 ns, so short sleeps end on time (the default slack is
+/// 50 µs).
+pub(super) fn set_timer_slack_1ns() {
+    // SAFETY: PR_SET_TIMERSLACK takes an integer argument; no pointers.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
 }

@@ -464,10 +464,14 @@ impl Future for AcceptStd<'_> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
+        // The readiness future spends no budget; the accept does, one unit per connection (so
+        // an accept loop under a flood of connections still yields).
+        let coop = ready!(weir_reactor::coop::poll_proceed(cx));
         let readiness = &mut this.readiness;
         let r = ready!(this.listener.poll_accept_with(cx, &mut this.backoff, |cx| {
             Pin::new(&mut *readiness).poll(cx)
         }));
+        coop.made_progress();
         Poll::Ready(this.listener.log_accept(r))
     }
 }

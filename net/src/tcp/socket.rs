@@ -160,6 +160,17 @@ impl TcpSocket {
         self.inner.linger()
     }
 
+    /// Sets `SO_LINGER` to zero: closing the connection made from this socket discards unsent
+    /// data and sends a reset (`RST`) instead of the `FIN` handshake, so the socket skips
+    /// `TIME_WAIT` and the peer's next read fails with `ConnectionReset`. Unlike a non-zero
+    /// linger, this never makes `close` block.
+    ///
+    /// # Errors
+    /// The error of `setsockopt(2)`.
+    pub fn set_zero_linger(&self) -> io::Result<()> {
+        self.inner.set_linger(Some(Duration::ZERO))
+    }
+
     /// Sets `TCP_NODELAY`.
     ///
     /// # Errors
@@ -174,6 +185,55 @@ impl TcpSocket {
     /// The error of `getsockopt(2)`.
     pub fn nodelay(&self) -> io::Result<bool> {
         self.inner.tcp_nodelay()
+    }
+
+    /// The IPv4 type-of-service byte of outgoing packets (`IP_TOS`).
+    ///
+    /// # Errors
+    /// The error of `getsockopt(2)` (e.g. on an IPv6 socket).
+    pub fn tos_v4(&self) -> io::Result<u32> {
+        self.inner.tos_v4()
+    }
+
+    /// Sets `IP_TOS` (the DSCP and ECN bits of outgoing IPv4 packets).
+    ///
+    /// # Errors
+    /// The error of `setsockopt(2)`.
+    pub fn set_tos_v4(&self, tos: u32) -> io::Result<()> {
+        self.inner.set_tos_v4(tos)
+    }
+
+    /// The IPv6 traffic class of outgoing packets (`IPV6_TCLASS`).
+    ///
+    /// # Errors
+    /// The error of `getsockopt(2)` (e.g. on an IPv4 socket).
+    pub fn tclass_v6(&self) -> io::Result<u32> {
+        self.inner.tclass_v6()
+    }
+
+    /// Sets `IPV6_TCLASS`.
+    ///
+    /// # Errors
+    /// The error of `setsockopt(2)`.
+    pub fn set_tclass_v6(&self, tclass: u32) -> io::Result<()> {
+        self.inner.set_tclass_v6(tclass)
+    }
+
+    /// The interface the socket is bound to (`SO_BINDTODEVICE`), if any.
+    ///
+    /// # Errors
+    /// The error of `getsockopt(2)`.
+    pub fn device(&self) -> io::Result<Option<Vec<u8>>> {
+        self.inner.device()
+    }
+
+    /// Binds the socket to an interface by name (`SO_BINDTODEVICE`); `None` removes the
+    /// binding. Usually needs `CAP_NET_RAW`.
+    ///
+    /// # Errors
+    /// The error of `setsockopt(2)` (`EPERM` without the capability).
+    pub fn bind_device(&self, interface: Option<&[u8]>) -> io::Result<()> {
+        self.inner.bind_device(interface)
     }
 
     /// Binds the socket to `addr`.

@@ -198,6 +198,8 @@ impl TcpStream {
 
     crate::io::stream_try_methods!(TcpStream);
 
+    crate::buf::stream_buf_methods!(TcpStream);
+
     /// Receives data without removing it from the socket's queue, waiting for some to arrive.
     ///
     /// # Cancel safety
@@ -213,7 +215,7 @@ impl TcpStream {
     }
 
     /// Polls to peek at incoming data (only the last task to poll is woken). Unlike tokio's,
-    /// this takes a plain byte slice (tokio's `ReadBuf` is only available with feature
+    /// this takes a plain byte slice (tokio's `ReadBuf` form is `poll_peek_read_buf`, feature
     /// `tokio-io`); returns how many bytes were copied.
     ///
     /// # Errors
@@ -222,6 +224,27 @@ impl TcpStream {
         self.io
             .registration()
             .poll_io(cx, Direction::Read, || self.io.get_ref().peek(buf))
+    }
+
+    /// tokio's `poll_peek`: polls to peek at incoming data into the unfilled part of `buf`,
+    /// filling it and returning how many bytes were copied. Only the last task to poll is
+    /// woken. Feature `tokio-io`; [`poll_peek`](Self::poll_peek) takes a slice.
+    ///
+    /// # Errors
+    /// As [`peek`](Self::peek).
+    #[cfg(feature = "tokio-io")]
+    pub fn poll_peek_read_buf(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<usize>> {
+        let sock = SockRef::from(self.io.get_ref());
+        self.io.registration().poll_io(cx, Direction::Read, || {
+            crate::buf::recv_read_buf(buf, |spare| {
+                let n = sock.peek(spare)?;
+                Ok((n, n))
+            })
+        })
     }
 
     /// Shuts down the write half (sends FIN); reads keep working. The inherent counterpart of
@@ -269,12 +292,25 @@ impl TcpStream {
         SockRef::from(self.io.get_ref()).linger()
     }
 
-    /// Sets `SO_LINGER`. `Some(Duration::ZERO)` makes closing the stream send a reset.
+    /// Sets `SO_LINGER`. A non-zero duration makes dropping the stream block the dropping
+    /// thread (a worker, in async code) while unsent data drains; prefer
+    /// [`set_zero_linger`](Self::set_zero_linger) or the shut-down-then-read-to-end pattern.
     ///
     /// # Errors
     /// The error of `setsockopt(2)`.
     pub fn set_linger(&self, linger: Option<Duration>) -> io::Result<()> {
         SockRef::from(self.io.get_ref()).set_linger(linger)
+    }
+
+    /// Sets `SO_LINGER` to zero: dropping the stream discards unsent data and sends a reset
+    /// (`RST`) instead of the `FIN` handshake, so the socket skips `TIME_WAIT` and the peer's
+    /// next read fails with `ConnectionReset`. It never blocks. [`linger`](Self::linger) then
+    /// reports `Some(Duration::ZERO)`.
+    ///
+    /// # Errors
+    /// The error of `setsockopt(2)`.
+    pub fn set_zero_linger(&self) -> io::Result<()> {
+        SockRef::from(self.io.get_ref()).set_linger(Some(Duration::ZERO))
     }
 
     /// `IP_TTL`.

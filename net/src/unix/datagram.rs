@@ -32,13 +32,25 @@ impl UnixDatagram {
         })
     }
 
-    /// Creates a socket bound to `path`.
+    /// Creates a socket bound to `path`. A path whose first byte is NUL names a socket in
+    /// Linux's abstract namespace (the bytes after the NUL are the name; no file is created).
     ///
     /// # Errors
-    /// The OS error of `socket(2)` or `bind(2)` (`AddrInUse` when a file exists at `path`), or
-    /// a registration error of the reactor.
+    /// `InvalidInput` when `path` is too long for a Unix socket address or contains a NUL byte
+    /// other than the leading one; otherwise as [`bind_addr`](Self::bind_addr).
     pub fn bind<P: AsRef<Path>>(path: P) -> io::Result<UnixDatagram> {
-        UnixDatagram::new(net::UnixDatagram::bind(path)?)
+        UnixDatagram::bind_addr(&super::addr::from_path(path.as_ref())?)
+    }
+
+    /// Creates a socket bound to `addr`: a path, or an abstract name
+    /// (`std::os::linux::net::SocketAddrExt::from_abstract_name`). An unnamed address lets the
+    /// kernel choose an abstract name.
+    ///
+    /// # Errors
+    /// The OS error of `socket(2)` or `bind(2)` (`AddrInUse` when a file or another socket
+    /// already has the address), or a registration error of the reactor.
+    pub fn bind_addr(addr: &SocketAddr) -> io::Result<UnixDatagram> {
+        UnixDatagram::new(net::UnixDatagram::bind_addr(addr)?)
     }
 
     /// Creates a socket bound to no address. It can send to named sockets, and receive replies
@@ -78,11 +90,14 @@ impl UnixDatagram {
     }
 
     /// Connects the socket to the socket bound at `path`: `send`/`recv` then talk to it only.
+    /// A path whose first byte is NUL names an abstract socket.
     ///
     /// # Errors
-    /// The OS error of `connect(2)` (`NotFound`, `ConnectionRefused`).
+    /// The OS error of `connect(2)` (`NotFound`, `ConnectionRefused`), or `InvalidInput` when
+    /// `path` is too long or contains a NUL byte other than the leading one.
     pub fn connect<P: AsRef<Path>>(&self, path: P) -> io::Result<()> {
-        self.io.get_ref().connect(path)
+        let addr = super::addr::from_path(path.as_ref())?;
+        self.io.get_ref().connect_addr(&addr)
     }
 
     /// The address this socket is bound to.
@@ -189,7 +204,8 @@ impl UnixDatagram {
     }
 
     /// Polls to receive a datagram from the connected peer into `buf` (unlike tokio, a plain
-    /// byte slice; the number of bytes received is returned). Only the last task to poll for
+    /// byte slice; the number of bytes received is returned; tokio's `ReadBuf` form is
+    /// `poll_recv_read_buf`, feature `tokio-io`). Only the last task to poll for
     /// reading is woken.
     ///
     /// # Errors
@@ -203,17 +219,19 @@ impl UnixDatagram {
 
     // ---- addressed send / recv ----
 
-    /// Sends `buf` as one datagram to the socket bound at `target`; returns its length.
+    /// Sends `buf` as one datagram to the socket bound at `target` (a path whose first byte
+    /// is NUL names an abstract socket); returns its length.
     ///
     /// # Cancel safety
     /// Cancel safe: if the future is dropped before it completes, nothing was sent.
     ///
     /// # Errors
-    /// `InvalidInput` when `target` is too long for a Unix socket address, `NotFound` /
+    /// `InvalidInput` when `target` is too long for a Unix socket address or contains a NUL
+    /// byte other than the leading one, `NotFound` /
     /// `ConnectionRefused` when no socket is bound there, other OS errors of `sendto(2)`, or a
     /// shut-down reactor.
     pub async fn send_to<P: AsRef<Path>>(&self, buf: &[u8], target: P) -> io::Result<usize> {
-        let addr = SockAddr::unix(target)?;
+        let addr = target_addr(target.as_ref())?;
         self.io
             .registration()
             .async_io(Interest::WRITABLE, || self.send_to_raw(buf, &addr))
@@ -242,7 +260,7 @@ impl UnixDatagram {
     /// `WouldBlock` when not writable (readiness is then cleared), otherwise as
     /// [`send_to`](Self::send_to).
     pub fn try_send_to<P: AsRef<Path>>(&self, buf: &[u8], target: P) -> io::Result<usize> {
-        let addr = SockAddr::unix(target)?;
+        let addr = target_addr(target.as_ref())?;
         self.io
             .registration()
             .try_io(Interest::WRITABLE, || self.send_to_raw(buf, &addr))
@@ -270,13 +288,14 @@ impl UnixDatagram {
         buf: &[u8],
         target: P,
     ) -> Poll<io::Result<usize>> {
-        let addr = SockAddr::unix(target)?;
+        let addr = target_addr(target.as_ref())?;
         self.io
             .registration()
             .poll_io(cx, Direction::Write, || self.send_to_raw(buf, &addr))
     }
 
-    /// Polls to receive a datagram into `buf` (a plain byte slice, unlike tokio's `ReadBuf`),
+    /// Polls to receive a datagram into `buf` (a plain byte slice, unlike tokio's `ReadBuf`,
+    /// whose form is `poll_recv_from_read_buf`, feature `tokio-io`),
     /// returning its length and the sender's address. Only the last task to poll for reading
     /// is woken.
     ///
@@ -291,6 +310,120 @@ impl UnixDatagram {
         self.io
             .registration()
             .poll_io(cx, Direction::Read, || sock.recv_from(buf))
+    }
+
+    // ---- into `BufMut` / `ReadBuf` (feature `tokio-io`) ----
+
+    /// Receives one datagram from the connected peer into the spare capacity of `buf`, and
+    /// advances `buf` by its length (a `Vec<u8>` or `BytesMut` without spare capacity grows
+    /// by at least 64 bytes first). A longer datagram is truncated. Feature `tokio-io`.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: if the future is dropped before it completes, no datagram was consumed.
+    ///
+    /// # Errors
+    /// As [`recv`](Self::recv).
+    #[cfg(feature = "tokio-io")]
+    pub async fn recv_buf<B: bytes::BufMut>(&self, buf: &mut B) -> io::Result<usize> {
+        let sock = SockRef::from(self.io.get_ref());
+        self.io
+            .registration()
+            .async_io(Interest::READABLE, || {
+                crate::buf::recv_buf_mut(buf, |spare| Ok((sock.recv(spare)?, ())))
+            })
+            .await
+            .map(|(n, ())| n)
+    }
+
+    /// [`recv_buf`](Self::recv_buf) if a datagram is known to be queued. Feature `tokio-io`.
+    ///
+    /// # Errors
+    /// `WouldBlock` when none is queued (readiness is then cleared), otherwise as
+    /// [`recv`](Self::recv).
+    #[cfg(feature = "tokio-io")]
+    pub fn try_recv_buf<B: bytes::BufMut>(&self, buf: &mut B) -> io::Result<usize> {
+        let sock = SockRef::from(self.io.get_ref());
+        self.io
+            .registration()
+            .try_io(Interest::READABLE, || {
+                crate::buf::recv_buf_mut(buf, |spare| Ok((sock.recv(spare)?, ())))
+            })
+            .map(|(n, ())| n)
+    }
+
+    /// Receives one datagram into the spare capacity of `buf` and advances `buf` by its
+    /// length; returns the length and the sender's address. Feature `tokio-io`.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: if the future is dropped before it completes, no datagram was consumed.
+    ///
+    /// # Errors
+    /// As [`recv_from`](Self::recv_from).
+    #[cfg(feature = "tokio-io")]
+    pub async fn recv_buf_from<B: bytes::BufMut>(
+        &self,
+        buf: &mut B,
+    ) -> io::Result<(usize, SocketAddr)> {
+        let sock = SockRef::from(self.io.get_ref());
+        self.io
+            .registration()
+            .async_io(Interest::READABLE, || {
+                crate::buf::recv_buf_mut(buf, |spare| unix_from(sock.recv_from(spare)?))
+            })
+            .await
+    }
+
+    /// [`recv_buf_from`](Self::recv_buf_from) if a datagram is known to be queued. Feature
+    /// `tokio-io`.
+    ///
+    /// # Errors
+    /// `WouldBlock` when none is queued (readiness is then cleared), otherwise as
+    /// [`recv_from`](Self::recv_from).
+    #[cfg(feature = "tokio-io")]
+    pub fn try_recv_buf_from<B: bytes::BufMut>(
+        &self,
+        buf: &mut B,
+    ) -> io::Result<(usize, SocketAddr)> {
+        let sock = SockRef::from(self.io.get_ref());
+        self.io.registration().try_io(Interest::READABLE, || {
+            crate::buf::recv_buf_mut(buf, |spare| unix_from(sock.recv_from(spare)?))
+        })
+    }
+
+    /// tokio's `poll_recv`: polls to receive one datagram from the connected peer into the
+    /// unfilled part of `buf` (truncated to it), filling it. Only the last task to poll for
+    /// reading is woken. Feature `tokio-io`; [`poll_recv`](Self::poll_recv) takes a slice.
+    ///
+    /// # Errors
+    /// As [`recv`](Self::recv).
+    #[cfg(feature = "tokio-io")]
+    pub fn poll_recv_read_buf(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let sock = SockRef::from(self.io.get_ref());
+        self.io.registration().poll_io(cx, Direction::Read, || {
+            crate::buf::recv_read_buf(buf, |spare| Ok((sock.recv(spare)?, ())))
+        })
+    }
+
+    /// tokio's `poll_recv_from`: as [`poll_recv_read_buf`](Self::poll_recv_read_buf), from
+    /// any sender, whose address is returned. Feature `tokio-io`;
+    /// [`poll_recv_from`](Self::poll_recv_from) takes a slice.
+    ///
+    /// # Errors
+    /// As [`recv_from`](Self::recv_from).
+    #[cfg(feature = "tokio-io")]
+    pub fn poll_recv_from_read_buf(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<SocketAddr>> {
+        let sock = SockRef::from(self.io.get_ref());
+        self.io.registration().poll_io(cx, Direction::Read, || {
+            crate::buf::recv_read_buf(buf, |spare| unix_from(sock.recv_from(spare)?))
+        })
     }
 
     fn send_raw(&self, buf: &[u8]) -> io::Result<usize> {
@@ -308,4 +441,15 @@ impl fmt::Debug for UnixDatagram {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(self.io.get_ref(), f)
     }
+}
+
+/// The raw address of a `send_to` target.
+fn target_addr(target: &Path) -> io::Result<SockAddr> {
+    super::addr::to_sock_addr(&super::addr::from_path(target)?)
+}
+
+/// A received length and its sender's address, from socket2's `recv_from`.
+#[cfg(feature = "tokio-io")]
+fn unix_from((n, addr): (usize, SockAddr)) -> io::Result<(usize, SocketAddr)> {
+    Ok((n, super::addr::from_sock_addr(&addr)?))
 }

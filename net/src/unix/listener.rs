@@ -27,11 +27,27 @@ pub struct UnixListener {
 impl UnixListener {
     /// Creates a listener bound to `path` (non-blocking, close-on-exec).
     ///
+    /// A path whose first byte is NUL names a socket in Linux's abstract namespace: the bytes
+    /// after the NUL are the name, no file is created, and the name disappears with the
+    /// socket. [`bind_addr`](Self::bind_addr) takes such an address built with
+    /// `SocketAddr::from_abstract_name`.
+    ///
     /// # Errors
-    /// The OS error of `socket(2)`, `bind(2)` or `listen(2)` — `AddrInUse` when a file
-    /// already exists at `path` — or a registration error of the reactor.
+    /// `InvalidInput` when `path` is too long for a Unix socket address or contains a NUL byte
+    /// other than the leading one; otherwise as [`bind_addr`](Self::bind_addr).
     pub fn bind<P: AsRef<Path>>(path: P) -> io::Result<UnixListener> {
-        UnixListener::from_std(net::UnixListener::bind(path)?)
+        UnixListener::bind_addr(&super::addr::from_path(path.as_ref())?)
+    }
+
+    /// Creates a listener bound to `addr`: a path, or an abstract name
+    /// (`std::os::linux::net::SocketAddrExt::from_abstract_name`). An unnamed address lets the
+    /// kernel choose an abstract name, which [`local_addr`](Self::local_addr) reports.
+    ///
+    /// # Errors
+    /// The OS error of `socket(2)`, `bind(2)` or `listen(2)` — `AddrInUse` when a file or
+    /// another socket already has the address — or a registration error of the reactor.
+    pub fn bind_addr(addr: &SocketAddr) -> io::Result<UnixListener> {
+        UnixListener::from_std(net::UnixListener::bind_addr(addr)?)
     }
 
     /// Wraps a standard library listener, switching it to non-blocking mode and registering it

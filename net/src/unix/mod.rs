@@ -1,5 +1,5 @@
-//! Unix-domain sockets: [`UnixListener`], [`UnixStream`] (with its split halves) and
-//! [`UnixDatagram`].
+//! Unix-domain sockets: [`UnixListener`], [`UnixStream`] (with its split halves),
+//! [`UnixDatagram`], and [`UnixSocket`] to set a socket up before it becomes one of those.
 //!
 //! The types follow `tokio::net`'s Unix types in names and semantics. Every socket is
 //! non-blocking and close-on-exec, and registers with the reactor of the thread that creates
@@ -7,8 +7,10 @@
 //! streams and datagram sockets pass `MSG_NOSIGNAL`, so a closed peer is reported as an
 //! `EPIPE` error ([`std::io::ErrorKind::BrokenPipe`]) and never raises `SIGPIPE`.
 
+mod addr;
 mod datagram;
 mod listener;
+mod socket;
 mod split;
 mod split_owned;
 mod stream;
@@ -16,6 +18,7 @@ mod ucred;
 
 pub use datagram::UnixDatagram;
 pub use listener::{Incoming, UnixListener};
+pub use socket::UnixSocket;
 pub use split::{ReadHalf, WriteHalf};
 pub use split_owned::{OwnedReadHalf, OwnedWriteHalf, ReuniteError};
 pub use stream::UnixStream;

@@ -67,6 +67,8 @@ impl OwnedReadHalf {
     }
 
     crate::io::half_methods!(read, UnixStream, SocketAddr);
+
+    crate::buf::stream_buf_methods!(half UnixStream);
 }
 
 impl OwnedWriteHalf {

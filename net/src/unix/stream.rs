@@ -51,7 +51,8 @@ impl UnixStream {
         })
     }
 
-    /// Connects to the socket bound at `path`.
+    /// Connects to the socket bound at `path`. A path whose first byte is NUL names a socket in
+    /// Linux's abstract namespace (the bytes after the NUL are the name).
     ///
     /// While the listener's accept backlog is full (the kernel refuses a non-blocking connect
     /// with `EAGAIN`), the attempt is repeated after short pauses, as a blocking `connect`
@@ -61,15 +62,34 @@ impl UnixStream {
     /// Cancel safe: dropping the future closes the socket that was being connected.
     ///
     /// # Errors
-    /// The OS error of `socket(2)` or `connect(2)` (`NotFound` when nothing exists at `path`,
-    /// `ConnectionRefused` when nothing listens there), `InvalidInput` when `path` is too long
-    /// for a Unix socket address, or a registration error of the reactor.
+    /// `InvalidInput` when `path` is too long for a Unix socket address or contains a NUL byte
+    /// other than the leading one; otherwise as [`connect_addr`](Self::connect_addr).
     pub async fn connect<P: AsRef<Path>>(path: P) -> io::Result<UnixStream> {
-        let addr = SockAddr::unix(path)?;
-        let sock = Socket::new(Domain::UNIX, Type::STREAM.nonblocking(), None)?;
+        let addr = super::addr::from_path(path.as_ref())?;
+        UnixStream::connect_addr(&addr).await
+    }
+
+    /// Connects to the socket bound at `addr`: a path, or an abstract name
+    /// (`std::os::linux::net::SocketAddrExt::from_abstract_name`). A full accept backlog is
+    /// waited out as in [`connect`](Self::connect).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future closes the socket that was being connected.
+    ///
+    /// # Errors
+    /// The OS error of `socket(2)` or `connect(2)` (`NotFound` when nothing exists at the
+    /// path, `ConnectionRefused` when nothing listens there, `InvalidInput` for an unnamed
+    /// address), or a registration error of the reactor.
+    pub async fn connect_addr(addr: &SocketAddr) -> io::Result<UnixStream> {
+        let sock = Socket::new(Domain::UNIX, Type::STREAM.nonblocking().cloexec(), None)?;
+        UnixStream::connect_socket(sock, &super::addr::to_sock_addr(addr)?).await
+    }
+
+    /// Connects the non-blocking stream socket `sock` to `addr` and registers it.
+    pub(crate) async fn connect_socket(sock: Socket, addr: &SockAddr) -> io::Result<UnixStream> {
         let mut pause = CONNECT_BACKOFF_MIN;
         loop {
-            match sock.connect(&addr) {
+            match sock.connect(addr) {
                 Ok(()) => break,
                 // A Unix stream connect never completes asynchronously on Linux: it either
                 // connects at once or fails. `EAGAIN` means the backlog is full right now.
@@ -185,6 +205,8 @@ impl UnixStream {
     crate::io::readiness_methods!(UnixStream, "the socket");
 
     crate::io::stream_try_methods!(UnixStream);
+
+    crate::buf::stream_buf_methods!(UnixStream);
 
     /// Splits the stream into a read half and a write half that borrow it, to read and write
     /// from two places at once (e.g. two futures of one `join`). Costs nothing.

@@ -104,7 +104,8 @@ impl<T: AsRawFd> AsyncFd<T> {
         }
     }
 
-    /// Polls for read readiness (only the last task to poll is woken).
+    /// Polls for read readiness (only the last task to poll is woken). Spends one unit of the
+    /// task's cooperative budget when ready, as the read it stands for would.
     pub fn poll_read_ready<'a>(
         &'a self,
         cx: &mut Context<'_>,
@@ -113,7 +114,8 @@ impl<T: AsRawFd> AsyncFd<T> {
         Poll::Ready(Ok(self.guard(ev)))
     }
 
-    /// Polls for write readiness (only the last task to poll is woken).
+    /// Polls for write readiness (only the last task to poll is woken). Spends one unit of the
+    /// task's cooperative budget when ready, as the write it stands for would.
     pub fn poll_write_ready<'a>(
         &'a self,
         cx: &mut Context<'_>,
@@ -122,7 +124,9 @@ impl<T: AsRawFd> AsyncFd<T> {
         Poll::Ready(Ok(self.guard(ev)))
     }
 
-    /// Waits until the fd is ready for any of `interest`.
+    /// Waits until the fd is ready for any of `interest`. Spends no cooperative budget (the
+    /// operation that follows does, if it is weir's), so a loop of `ready` and `try_io` never
+    /// sees a spurious `Pending`.
     ///
     /// # Cancel safety
     /// Cancel safe.

@@ -60,14 +60,27 @@ impl Registration {
     /// Polls for readiness in one direction. Only the last task to poll a direction is woken
     /// (use [`readiness`](Self::readiness) for several concurrent waiters).
     ///
-    /// Spends one unit of the task's cooperative budget when ready.
+    /// Spends one unit of the task's cooperative budget when ready, as the I/O operation it
+    /// precedes would (see [`coop`]): a task that polls this in a loop still yields. Readiness
+    /// checks that should not be charged use [`readiness`](Self::readiness).
     pub fn poll_ready(&self, cx: &mut Context<'_>, dir: Direction) -> Poll<io::Result<ReadyEvent>> {
         let coop = ready!(coop::poll_proceed(cx));
+        let ev = ready!(self.poll_ready_uncharged(cx, dir))?;
+        coop.made_progress();
+        Poll::Ready(Ok(ev))
+    }
+
+    /// [`poll_ready`](Self::poll_ready) without the budget: the operations charge once per
+    /// completed operation instead of once per readiness check.
+    fn poll_ready_uncharged(
+        &self,
+        cx: &mut Context<'_>,
+        dir: Direction,
+    ) -> Poll<io::Result<ReadyEvent>> {
         let ev = ready!(self.shared.poll_ready(cx, dir));
         if ev.is_shutdown {
             return Poll::Ready(Err(gone()));
         }
-        coop.made_progress();
         Poll::Ready(Ok(ev))
     }
 
@@ -82,6 +95,10 @@ impl Registration {
     }
 
     /// Waits until the fd is ready for any of `interest`. Any number of tasks may wait at once.
+    ///
+    /// A readiness check does not spend the cooperative budget: the operation that follows it
+    /// does (see [`coop`]). So `loop { readiness().await; try_io(..) }` on an fd that stays
+    /// ready never sees a spurious `Pending`.
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future loses no readiness.
@@ -143,6 +160,9 @@ impl Registration {
 
     /// The loop of [`poll_io`](Self::poll_io): also clears readiness after a success for which
     /// `drained` says the fd has nothing more to give (or take).
+    ///
+    /// Spends one unit of the cooperative budget per completed operation (refunded when it
+    /// returns `Pending`), however many readiness checks and `WouldBlock`s it took.
     fn poll_io_until<R>(
         &self,
         cx: &mut Context<'_>,
@@ -150,16 +170,22 @@ impl Registration {
         mut f: impl FnMut() -> io::Result<R>,
         drained: impl Fn(&R) -> bool,
     ) -> Poll<io::Result<R>> {
+        let coop = ready!(coop::poll_proceed(cx));
         loop {
-            let ev = ready!(self.poll_ready(cx, dir))?;
-            match f() {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.clear_readiness(ev),
+            let ev = ready!(self.poll_ready_uncharged(cx, dir))?;
+            let r = match f() {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.clear_readiness(ev);
+                    continue;
+                }
                 Ok(r) if drained(&r) => {
                     self.clear_readiness(ev);
-                    return Poll::Ready(Ok(r));
+                    Ok(r)
                 }
-                r => return Poll::Ready(r),
-            }
+                r => r,
+            };
+            coop.made_progress();
+            return Poll::Ready(r);
         }
     }
 
@@ -183,6 +209,9 @@ impl Registration {
 
     /// Waits for `interest` and runs `f` until it does not return `WouldBlock`.
     ///
+    /// Spends one unit of the cooperative budget per completed operation: when the budget is
+    /// spent, it yields before running `f`, even if the fd is ready.
+    ///
     /// # Cancel safety
     /// Cancel safe as long as `f` is: readiness is never lost, but an `f` that did partial work
     /// before returning `WouldBlock` is the caller's concern.
@@ -193,9 +222,14 @@ impl Registration {
     ) -> io::Result<R> {
         loop {
             let ev = self.readiness(interest).await?;
+            let coop = std::future::poll_fn(coop::poll_proceed).await;
             match f() {
+                // Dropping `coop` refunds the unit: nothing was done.
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.clear_readiness(ev),
-                r => return r,
+                r => {
+                    coop.made_progress();
+                    return r;
+                }
             }
         }
     }
@@ -245,12 +279,11 @@ impl Future for Readiness<'_> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        let coop = ready!(coop::poll_proceed(cx));
+        // No budget here: the operation that follows the check spends it.
         let ev = ready!(this.reg.shared.poll_waiter(cx, &mut this.key, this.mask));
         if ev.is_shutdown {
             return Poll::Ready(Err(gone()));
         }
-        coop.made_progress();
         Poll::Ready(Ok(ev))
     }
 }

@@ -1,9 +1,9 @@
 use std::future::poll_fn;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::{Sleep, sleep_until};
+use super::{Instant, Sleep, sleep_until};
 
 /// What an [`Interval`] does when ticks were missed (the task was late by more than a period).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -19,6 +19,9 @@ pub enum MissedTickBehavior {
 }
 
 /// Ticks every `period`, the first tick completing at once.
+///
+/// A period too long for an `Instant` (e.g. `Duration::MAX`) puts the next tick about 30 years
+/// away.
 ///
 /// # Panics
 /// If `period` is zero.
@@ -66,19 +69,24 @@ impl Interval {
         ready!(Pin::new(&mut self.delay).poll(cx));
         let scheduled = self.delay.deadline();
         let now = Instant::now();
-        let next = if now > scheduled + self.period {
+        let on_schedule = scheduled.saturating_add(self.period);
+        let next = if now > on_schedule {
             match self.missed {
-                MissedTickBehavior::Burst => scheduled + self.period,
-                MissedTickBehavior::Delay => now + self.period,
+                MissedTickBehavior::Burst => on_schedule,
+                MissedTickBehavior::Delay => now.saturating_add(self.period),
                 MissedTickBehavior::Skip => {
+                    // The first tick of the original schedule after `now`.
                     let late = (now - scheduled).as_nanos();
-                    let p = self.period.as_nanos();
-                    let periods = late / p + 1;
-                    scheduled + Duration::from_nanos(u64::try_from(periods * p).unwrap_or(u64::MAX))
+                    let period = self.period.as_nanos();
+                    let ahead = (late / period + 1) * period;
+                    match u64::try_from(ahead) {
+                        Ok(ns) => scheduled.saturating_add(Duration::from_nanos(ns)),
+                        Err(_) => Instant::far_future(),
+                    }
                 }
             }
         } else {
-            scheduled + self.period
+            on_schedule
         };
         Pin::new(&mut self.delay).reset(next);
         Poll::Ready(scheduled)
@@ -86,7 +94,25 @@ impl Interval {
 
     /// Restarts the schedule: the next tick is one period from now.
     pub fn reset(&mut self) {
-        Pin::new(&mut self.delay).reset(Instant::now() + self.period);
+        self.reset_after(self.period);
+    }
+
+    /// Restarts the schedule: the next tick completes at once, the following ones a period
+    /// apart from it.
+    pub fn reset_immediately(&mut self) {
+        self.reset_at(Instant::now());
+    }
+
+    /// Restarts the schedule: the next tick is `after` from now, the following ones a period
+    /// apart from it. A delay too long for an `Instant` puts it about 30 years away.
+    pub fn reset_after(&mut self, after: Duration) {
+        self.reset_at(Instant::now().saturating_add(after));
+    }
+
+    /// Restarts the schedule: the next tick is at `deadline`, the following ones a period apart
+    /// from it.
+    pub fn reset_at(&mut self, deadline: Instant) {
+        Pin::new(&mut self.delay).reset(deadline);
     }
 
     /// The missed-tick behaviour.

@@ -1,4 +1,5 @@
-//! Timers: [`sleep`], [`sleep_until`], [`timeout`], [`interval`].
+//! Timers: [`sleep`], [`sleep_until`], [`timeout`], [`interval`]; the clock they read
+//! ([`Instant`]) and the paused test clock ([`pause`], [`resume`], [`advance`]).
 //!
 //! # Precision
 //!
@@ -11,13 +12,31 @@
 //!
 //! A timer is armed on the reactor of the thread that first polls it and stays there; if its
 //! task moves to another worker, the timer still fires (the owning worker wakes it).
+//!
+//! # Paused clock
+//!
+//! In tests, a current-thread runtime's clock can be paused ([`pause`],
+//! `#[weir::test(start_paused = true)]`): time then moves only with [`advance`], or jumps to
+//! the next timer when the runtime has nothing else to do, so timer logic is tested at once and
+//! deterministically. [`Instant::now`] follows the paused clock; `std::time::Instant::now`
+//! does not.
 
+mod clock;
+mod instant;
 mod interval;
 pub(crate) mod queue;
 mod sleep;
 mod timeout;
 
+pub(crate) use clock::Clock;
+pub use clock::{advance, pause, resume};
+pub use instant::Instant;
 pub use interval::{Interval, MissedTickBehavior, interval, interval_at};
 pub use sleep::{Sleep, sleep, sleep_until};
-pub use std::time::Instant;
+pub use std::time::Duration;
 pub use timeout::{Elapsed, Timeout, timeout, timeout_at};
+
+/// The errors of the time module.
+pub mod error {
+    pub use super::timeout::Elapsed;
+}

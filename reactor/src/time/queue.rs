@@ -78,6 +78,11 @@ impl TimerQueue {
         }
     }
 
+    /// `true` while the timer is armed (it has neither fired nor been cancelled).
+    pub(crate) fn contains(&self, key: TimerKey) -> bool {
+        self.entry(key).is_some()
+    }
+
     pub(crate) fn remove(&mut self, key: TimerKey) -> Option<Waker> {
         let pos = self.entry(key)?.pos;
         Some(self.remove_at(pos))
@@ -164,7 +169,9 @@ impl TimerQueue {
     }
 }
 
-fn base() -> Instant {
+/// The process-wide base instant of nanosecond deadlines. Every reactor's clock takes it when
+/// it is created, so no reading of a clock (paused or not) is before it.
+pub(crate) fn base() -> Instant {
     static BASE: OnceLock<Instant> = OnceLock::new();
     *BASE.get_or_init(Instant::now)
 }
@@ -178,12 +185,7 @@ pub(crate) fn to_ns(t: Instant) -> u64 {
 pub(crate) fn from_ns(ns: u64) -> Instant {
     base()
         .checked_add(Duration::from_nanos(ns))
-        .unwrap_or_else(far_future)
-}
-
-/// About 30 years from now: the deadline used for sleeps whose end does not fit an `Instant`.
-pub(crate) fn far_future() -> Instant {
-    Instant::now() + Duration::from_secs(86_400 * 365 * 30)
+        .unwrap_or_else(|| super::Instant::far_future().into_std())
 }
 
 #[cfg(test)]

@@ -2,15 +2,17 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::queue::{TimerKey, far_future};
+use super::Instant;
+use super::queue::TimerKey;
 use crate::{Handle, coop};
 
 /// Waits until `duration` has elapsed.
 ///
-/// Equivalent to `sleep_until(Instant::now() + duration)`. A duration too large for an
-/// `Instant` sleeps for about 30 years.
+/// Equivalent to `sleep_until(Instant::now() + duration)`, on the current runtime's clock
+/// ([`Instant::now`]; a paused clock is honoured). A duration too large for an `Instant`
+/// sleeps for about 30 years.
 ///
 /// # Precision
 /// Never returns before the deadline; see the [module docs](crate::time) for how late.
@@ -24,10 +26,7 @@ use crate::{Handle, coop};
 /// weir::time::sleep(std::time::Duration::from_micros(100)).await;
 /// ```
 pub fn sleep(duration: Duration) -> Sleep {
-    let deadline = Instant::now()
-        .checked_add(duration)
-        .unwrap_or_else(far_future);
-    sleep_until(deadline)
+    sleep_until(Instant::now().saturating_add(duration))
 }
 
 /// Waits until `deadline`.
@@ -39,6 +38,7 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
     Sleep {
         deadline,
         entry: None,
+        fired: false,
     }
 }
 
@@ -54,6 +54,8 @@ struct Armed {
 pub struct Sleep {
     deadline: Instant,
     entry: Option<Armed>,
+    /// A poll returned `Ready` (and no reset since).
+    fired: bool,
 }
 
 impl Sleep {
@@ -62,9 +64,15 @@ impl Sleep {
         self.deadline
     }
 
-    /// `true` if the deadline has passed.
+    /// `true` once the sleep has fired: a poll completed it, or its armed timer was fired by its
+    /// reactor. A sleep that was never polled has not fired, even if its deadline is in the
+    /// past; [`reset`](Self::reset) makes it unfired again.
     pub fn is_elapsed(&self) -> bool {
-        Instant::now() >= self.deadline
+        self.fired
+            || self
+                .entry
+                .as_ref()
+                .is_some_and(|armed| armed.handle.timer_has_fired(armed.key))
     }
 
     /// Moves the deadline; the timer is re-armed on the next poll.
@@ -72,6 +80,7 @@ impl Sleep {
         let this = self.get_mut();
         this.disarm();
         this.deadline = deadline;
+        this.fired = false;
     }
 
     fn disarm(&mut self) {
@@ -97,6 +106,7 @@ impl Future for Sleep {
             if !armed.handle.is_shutdown() {
                 // Fired: the owner read a clock at or past the deadline before removing it.
                 this.entry = None;
+                this.fired = true;
                 coop.made_progress();
                 return Poll::Ready(());
             }
@@ -104,11 +114,12 @@ impl Future for Sleep {
             this.entry = None;
         }
         let (handle, owner) = Handle::current_for_timer();
-        if handle.has_passed(this.deadline) {
+        if handle.has_passed(this.deadline.into_std()) {
+            this.fired = true;
             coop.made_progress();
             return Poll::Ready(());
         }
-        let key = handle.timer_insert(this.deadline, cx.waker().clone(), owner);
+        let key = handle.timer_insert(this.deadline.into_std(), cx.waker().clone(), owner);
         this.entry = Some(Armed { handle, key });
         Poll::Pending
     }
@@ -125,6 +136,7 @@ impl fmt::Debug for Sleep {
         f.debug_struct("Sleep")
             .field("deadline", &self.deadline)
             .field("armed", &self.entry.is_some())
+            .field("fired", &self.fired)
             .finish()
     }
 }

@@ -2,11 +2,11 @@ use std::fmt;
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use pin_project_lite::pin_project;
 
-use super::{Sleep, sleep, sleep_until};
+use super::{Instant, Sleep, sleep, sleep_until};
 
 /// Requires `future` to complete within `duration`.
 ///
@@ -82,7 +82,7 @@ impl<F: fmt::Debug> fmt::Debug for Timeout<F> {
     }
 }
 
-/// The deadline of a [`timeout`] passed.
+/// The deadline of a [`timeout`] passed. Also reachable as `time::error::Elapsed`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Elapsed(());
 
