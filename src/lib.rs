@@ -85,6 +85,40 @@
 //!   tokio's are unique among the runtimes alive at the same time.
 //! - **`enable_all`, `enable_io` and `enable_time`** are accepted and do nothing: I/O and
 //!   timers are always enabled.
+//!
+//! Time:
+//! - **`start_paused(true)` on a multi-thread runtime** makes `build()` return an
+//!   `InvalidInput` error (tokio panics); `#[weir::test(start_paused = true)]` needs the
+//!   current-thread flavour, checked at compile time. No `test-util` feature is needed.
+//! - **[`time::advance`]** fires the timers that became due itself and yields once; tokio's
+//!   yield waits for a driver turn. Either way, the sleeps that are due have completed when it
+//!   returns.
+//! - **`Sleep::reset`** re-arms the timer on the next poll instead of at once.
+//! - **`Interval`**: a tick counts as missed as soon as `now` is past its scheduled time plus
+//!   the period; tokio allows 5 ms of grace.
+//! - **`WeirTimer`** (hyper) converts hyper's `std::time::Instant`s, as hyper-util's
+//!   `TokioTimer` does, so under a paused clock they are off by the time paused and advanced.
+//!
+//! Cooperative budget: the I/O operations spend it (once per completed read, write, send,
+//! receive or accept) and the readiness futures (`readable`, `writable`, `ready`) do not, as in
+//! tokio; unlike tokio, `TcpStream::connect` does not spend it.
+//!
+//! Networking, files, processes:
+//! - **The `ReadBuf` forms** of `poll_recv`, `poll_recv_from`, `poll_peek` and
+//!   `poll_peek_from` are named `poll_*_read_buf` (feature `tokio-io`), beside the slice forms
+//!   that keep the plain names: one name cannot have both signatures, and switching with the
+//!   feature would break other crates in the same build.
+//! - **Unix socket addresses** are std's `std::os::unix::net::SocketAddr` (tokio has a wrapper
+//!   type); `UnixDatagram::bind_addr` exists, which tokio lacks.
+//! - **`File::sync_all` and `sync_data`** report an error of a background write still pending,
+//!   instead of keeping it for the next write or flush.
+//! - **Child processes** are waited for with a pidfd in the reactor (no SIGCHLD handler); on
+//!   kernels without `pidfd_open` a wait holds a blocking-pool thread until the child exits.
+//!
+//! tokio compatibility: with [`Builder::tokio_compat`](runtime::Builder::tokio_compat), tasks
+//! started with `tokio::spawn` run on the compat runtime's thread, not on weir's workers, and
+//! code running there is outside weir (`weir::spawn` panics there; weir sockets made there use
+//! the fallback reactor).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
