@@ -18,6 +18,8 @@ pub(crate) struct ProcSample {
     /// utime + stime of the whole process (live and exited threads) from /proc/PID/stat, in
     /// nanoseconds but with clock-tick (10 ms) resolution.
     pub(crate) stat_cpu_ns: u64,
+    /// The user-mode part of `stat_cpu_ns` (utime); the rest is kernel time (stime).
+    pub(crate) user_ns: u64,
     /// Voluntary context switches, summed over the live threads.
     pub(crate) vol_ctx: u64,
     /// Non-voluntary context switches, summed over the live threads.
@@ -33,6 +35,7 @@ pub(crate) struct ProcSample {
 pub(crate) struct ProcDelta {
     pub(crate) cpu_ns: u64,
     pub(crate) stat_cpu_ns: u64,
+    pub(crate) user_ns: u64,
     pub(crate) ctx: u64,
     pub(crate) vol_ctx: u64,
     pub(crate) invol_ctx: u64,
@@ -57,8 +60,9 @@ impl ProcSample {
                 .and_then(|f| f.parse().ok())
                 .ok_or_else(|| io::Error::other("malformed /proc/PID/stat"))
         };
-        let cpu_ticks = ticks(14)? + ticks(15)?;
-        let stat_cpu_ns = cpu_ticks * (1_000_000_000 / clock_ticks_per_sec());
+        let tick_ns = 1_000_000_000 / clock_ticks_per_sec();
+        let user_ns = ticks(14)? * tick_ns;
+        let stat_cpu_ns = user_ns + ticks(15)? * tick_ns;
 
         let mut vol_ctx = 0;
         let mut invol_ctx = 0;
@@ -85,6 +89,7 @@ impl ProcSample {
         Ok(ProcSample {
             cpu_ns,
             stat_cpu_ns,
+            user_ns,
             vol_ctx,
             invol_ctx,
             rss_kib,
@@ -99,6 +104,7 @@ impl ProcSample {
         ProcDelta {
             cpu_ns: later.cpu_ns.saturating_sub(self.cpu_ns),
             stat_cpu_ns: later.stat_cpu_ns.saturating_sub(self.stat_cpu_ns),
+            user_ns: later.user_ns.saturating_sub(self.user_ns),
             ctx: vol_ctx + invol_ctx,
             vol_ctx,
             invol_ctx,

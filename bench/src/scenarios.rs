@@ -469,6 +469,14 @@ fn add_costs(m: &mut BTreeMap<String, f64>, w: &Window, ops: f64, per: &str) {
         format!("stat_cpu_us_per_{per}"),
         w.proc.stat_cpu_ns as f64 / 1e3 / ops,
     );
+    // The user/kernel split, from utime and stime (10 ms ticks: coarse, but over a window
+    // of seconds good to about a percent).
+    if w.proc.stat_cpu_ns > 0 {
+        let user_share = w.proc.user_ns as f64 / w.proc.stat_cpu_ns as f64;
+        let cpu_us = w.proc.cpu_ns as f64 / 1e3 / ops;
+        m.insert(format!("user_us_per_{per}"), cpu_us * user_share);
+        m.insert(format!("sys_us_per_{per}"), cpu_us * (1.0 - user_share));
+    }
     m.insert(format!("vol_ctx_per_{per}"), w.proc.vol_ctx as f64 / ops);
     m.insert(
         format!("invol_ctx_per_{per}"),
@@ -518,18 +526,17 @@ fn start_server(
     Ok((server, addr))
 }
 
-/// Starts a server of `kind` for `cont`, confined to CPU `cpu` (`--cpu`).
+/// Starts a server of `kind` (unless the contender names its own) for `cont`, confined to CPU
+/// `cpu` (`--cpu`).
 fn start_server_on(
     kind: &str,
     cont: &Contender,
     cpu: usize,
 ) -> io::Result<(ServerProc, SocketAddr)> {
-    let mut args = vec![
-        "--kind".to_string(),
-        kind.to_string(),
-        "--cpu".to_string(),
-        cpu.to_string(),
-    ];
+    let mut args = vec!["--cpu".to_string(), cpu.to_string()];
+    if !cont.args.contains(&"--kind") {
+        args.extend(["--kind".to_string(), kind.to_string()]);
+    }
     args.extend(to_args(cont.args));
     let server = ServerProc::spawn(&[], &args)?;
     let addr = SocketAddr::from(([127, 0, 0, 1], server.port));

@@ -124,7 +124,10 @@ impl Builder {
         self
     }
 
-    /// An adaptive min_wait window of up to `max`, open only at medium load.
+    /// An adaptive min_wait window, sized from the worker's recent load so that it adds at most
+    /// `max` to an event's latency: `max × (1 − utilisation)` while events arrive faster than
+    /// the window, none at low load (nothing is delayed) and none near saturation (where a
+    /// window would cut the worker's capacity). See [`weir_reactor::min_wait`].
     pub fn min_wait_adaptive(&mut self, max: Duration) -> &mut Builder {
         self.min_wait = MinWait::Adaptive { max };
         self

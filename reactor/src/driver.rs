@@ -181,7 +181,7 @@ impl Driver {
             selector,
             events: Vec::with_capacity(cfg.max_events),
             max_events: cfg.max_events,
-            policy: Policy::new(cfg.min_wait, cfg.max_events),
+            policy: Policy::new(cfg.min_wait),
             wake: Vec::new(),
             spin_max: cfg.timer_spin,
             late_ns: 0,
@@ -294,6 +294,7 @@ impl Driver {
                     self.max_events,
                     wait_for,
                     window,
+                    self.policy.needs_timing(),
                 )?;
                 self.record_wait(&report);
                 if timer_bound && self.events.is_empty() {

@@ -40,17 +40,26 @@
 //!
 //! # Adaptive
 //!
-//! [`MinWait::Adaptive`] opens a window of `max` only while recent waits show medium load. Two
-//! exponentially weighted averages (weight 1/8) are kept over blocking waits:
+//! [`MinWait::Adaptive`] sizes each window from recent load, so that a window costs little
+//! and never more than `max`. Three exponentially weighted averages (weight 1/8) are kept
+//! over blocking waits:
 //!
-//! * `gap` — how long a wait blocked before its first event (a wait that timed out counts its
-//!   whole duration, capped at 16 × `max` so the average recovers quickly when load returns);
-//! * `events` — how many events a wait returned.
+//! * `gap` — how long a wait blocked before its first event (capped at 16 × `max`, so the
+//!   average recovers quickly when load returns);
+//! * `busy` — how long the worker ran between the end of one wait and the start of the next
+//!   (the tasks the events woke, and any others);
+//! * `idle` — how long a wait lasted in all (blocking, window, collect).
 //!
-//! The window is open iff `gap ≤ max / 2` (events arrive often enough that a window of `max`
-//! is expected to gather at least two more) **and** `events < maxevents / 4` (waits are not
-//! already returning large batches on their own, as at high load). At low load `gap` grows past
-//! `max / 2` and the window closes, so an idle server never delays its first request.
+//! `busy / (busy + idle)` estimates the worker's utilisation ρ. The window is
+//! `max × (1 − ρ)`, and is used only while `gap ≤ window / 2` (events arrive often enough for
+//! a window to gather more than one) and it is at least `max / 8`.
+//!
+//! Why `max × (1 − ρ)`: in steady state a window of `W` gathers what arrives in `W` plus the
+//! time spent processing the previous batch, which at utilisation ρ is `W ρ / (1 − ρ)`; an
+//! event waits at most for both, `W / (1 − ρ)`, which is `max` for that `W`. So the added
+//! latency stays within `max` at any load, and the window shrinks to nothing as the worker
+//! approaches saturation — where a fixed window would add idle time to every cycle and cut
+//! the worker's capacity. At low load (`gap` long) no window opens and nothing is delayed.
 
 use std::io;
 use std::time::{Duration, Instant};
@@ -108,8 +117,10 @@ pub(crate) enum WindowEnd {
 pub(crate) struct WaitReport {
     /// Events returned in total.
     pub(crate) events: usize,
-    /// How long the first `select` blocked.
+    /// How long the first `select` blocked (zero when the wait was not timed).
     pub(crate) blocked: Duration,
+    /// When the wait started and ended (`None` when it was not timed).
+    pub(crate) span: Option<(Instant, Instant)>,
     /// Set when a window was opened.
     pub(crate) window: Option<WindowReport>,
 }
@@ -126,6 +137,10 @@ pub(crate) struct WindowReport {
 }
 
 /// One blocking wait with an optional min_wait window, on any backend without kernel support.
+///
+/// `timed`: whether the caller wants [`WaitReport::blocked`] (the adaptive policy does). Without
+/// a window and without it, the wait reads no clock (zero `blocked`): two clock readings per
+/// wait are a measurable share of a runtime's own cost per request.
 pub(crate) fn wait(
     selector: &mut sys::Selector,
     registry: &sys::Registry,
@@ -133,13 +148,24 @@ pub(crate) fn wait(
     max: usize,
     timeout: Option<Duration>,
     window: Option<Duration>,
+    timed: bool,
 ) -> io::Result<WaitReport> {
+    if window.is_none() && !timed {
+        let n = selector.select(registry, out, max, timeout)?;
+        return Ok(WaitReport {
+            events: n,
+            blocked: Duration::ZERO,
+            span: None,
+            window: None,
+        });
+    }
     let t0 = Instant::now();
     let n = selector.select(registry, out, max, timeout)?;
     let first = Instant::now();
     let mut report = WaitReport {
         events: n,
         blocked: first - t0,
+        span: Some((t0, first)),
         window: None,
     };
     let Some(min_wait) = window else {
@@ -165,9 +191,11 @@ pub(crate) fn wait(
     );
     std::thread::sleep(end - first);
     let gathered = selector.select(registry, out, max, Some(Duration::ZERO))?;
+    let done = Instant::now();
     report.events += gathered;
+    report.span = Some((t0, done));
     report.window = Some(WindowReport {
-        spent: first.elapsed(),
+        spent: done - first,
         full: out.len() >= max,
         end: why,
         gathered,
@@ -179,24 +207,35 @@ pub(crate) fn wait(
 #[derive(Debug)]
 pub(crate) struct Policy {
     mode: MinWait,
-    max_events: usize,
     /// EWMA of how long waits blocked before their first event, in ns.
     gap_ns: u64,
-    /// EWMA of events per wait, fixed point ×16.
-    events_x16: u64,
-    open: bool,
+    /// EWMA of how long the worker ran between two waits, in ns.
+    busy_ns: u64,
+    /// EWMA of how long a wait lasted in all, in ns.
+    idle_ns: u64,
+    /// When the last timed wait ended.
+    last_end: Option<Instant>,
+    /// The window the next wait uses (adaptive), if any.
+    window: Option<Duration>,
 }
 
 impl Policy {
-    pub(crate) fn new(mode: MinWait, max_events: usize) -> Policy {
+    pub(crate) fn new(mode: MinWait) -> Policy {
+        let max_ns = u64::try_from(mode.max_window().as_nanos()).unwrap_or(u64::MAX / 16);
         Policy {
             mode,
-            max_events,
-            // Start at the threshold, closed: the window opens after a few short gaps.
-            gap_ns: u64::try_from(mode.max_window().as_nanos()).unwrap_or(u64::MAX / 16),
-            events_x16: 16,
-            open: false,
+            // Start at low load: the window opens after a few short gaps.
+            gap_ns: max_ns,
+            busy_ns: 0,
+            idle_ns: max_ns,
+            last_end: None,
+            window: None,
         }
+    }
+
+    /// Whether [`record`](Self::record) needs to know how long waits blocked.
+    pub(crate) fn needs_timing(&self) -> bool {
+        matches!(self.mode, MinWait::Adaptive { .. })
     }
 
     /// The window for the next blocking wait.
@@ -205,31 +244,39 @@ impl Policy {
             MinWait::Off => None,
             MinWait::Fixed(d) if d.is_zero() => None,
             MinWait::Fixed(d) => Some(d),
-            MinWait::Adaptive { max } => self.open.then_some(max),
+            MinWait::Adaptive { .. } => self.window,
         }
     }
 
     /// Feeds one blocking wait into the averages; returns `Some(open)` when the adaptive window
-    /// changed state.
+    /// opened or closed.
     pub(crate) fn record(&mut self, report: &WaitReport) -> Option<bool> {
         let MinWait::Adaptive { max } = self.mode else {
             return None;
         };
-        // A long idle wait counts as 16 windows, so the average recovers within a few dozen
-        // waits when load returns.
-        let cap = u64::try_from(max.as_nanos().saturating_mul(16)).unwrap_or(u64::MAX / 16);
-        let gap = u64::try_from(report.blocked.as_nanos())
-            .unwrap_or(u64::MAX)
-            .min(cap);
-        self.gap_ns = self.gap_ns - self.gap_ns / 8 + gap / 8;
-        let ev = (report.events as u64).saturating_mul(16);
-        self.events_x16 = self.events_x16 - self.events_x16 / 8 + ev / 8;
-        let half = u64::try_from(max.as_nanos() / 2).unwrap_or(u64::MAX);
-        let open =
-            self.gap_ns <= half && self.events_x16 < (self.max_events as u64).saturating_mul(4);
-        let changed = open != self.open;
-        self.open = open;
-        changed.then_some(open)
+        let (start, end) = report.span?;
+        let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        let ewma = |avg: &mut u64, sample: u64| *avg = *avg - *avg / 8 + sample / 8;
+        let max_ns = ns(max);
+        ewma(
+            &mut self.gap_ns,
+            ns(report.blocked).min(max_ns.saturating_mul(16)),
+        );
+        ewma(
+            &mut self.idle_ns,
+            ns(end - start).min(max_ns.saturating_mul(16)),
+        );
+        if let Some(last) = self.last_end {
+            ewma(
+                &mut self.busy_ns,
+                ns(start.saturating_duration_since(last)).min(max_ns.saturating_mul(16)),
+            );
+        }
+        self.last_end = Some(end);
+        let window = adaptive_window(max_ns, self.gap_ns, self.busy_ns, self.idle_ns);
+        let changed = window.is_some() != self.window.is_some();
+        self.window = window;
+        changed.then_some(window.is_some())
     }
 
     /// EWMA of the blocking gap (for tracing).
@@ -238,50 +285,83 @@ impl Policy {
     }
 }
 
+/// The adaptive window: `max × (1 − utilisation)`, used only while events arrive at least
+/// twice per window and it is at least `max / 8`.
+fn adaptive_window(max_ns: u64, gap_ns: u64, busy_ns: u64, idle_ns: u64) -> Option<Duration> {
+    let cycle = busy_ns.saturating_add(idle_ns).max(1);
+    // max × idle / cycle = max × (1 − busy / cycle), in u128 to keep the product exact.
+    let window = (u128::from(max_ns) * u128::from(idle_ns) / u128::from(cycle)) as u64;
+    (window >= max_ns / 8 && gap_ns <= window / 2).then(|| Duration::from_nanos(window))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn report(blocked_us: u64, events: usize) -> WaitReport {
-        WaitReport {
-            events,
+    /// A wait that blocked `blocked_us` before its first event, lasted `idle_us` in all, and
+    /// started `busy_us` after the previous one ended.
+    fn feed(p: &mut Policy, clock: &mut Instant, busy_us: u64, blocked_us: u64, idle_us: u64) {
+        *clock += Duration::from_micros(busy_us);
+        let start = *clock;
+        *clock += Duration::from_micros(idle_us);
+        p.record(&WaitReport {
+            events: 1,
             blocked: Duration::from_micros(blocked_us),
+            span: Some((start, *clock)),
             window: None,
-        }
+        });
     }
 
     #[test]
     fn adaptive_opens_at_medium_load_and_closes_at_low_load() {
         let max = Duration::from_micros(200);
-        let mut p = Policy::new(MinWait::Adaptive { max }, 256);
+        let mut p = Policy::new(MinWait::Adaptive { max });
+        let mut t = Instant::now();
         assert_eq!(p.window(), None, "starts closed");
-        // Medium load: waits block ~20 µs and return one event.
+        // Medium load: short gaps, the worker busy a third of the time.
         for _ in 0..64 {
-            p.record(&report(20, 1));
+            feed(&mut p, &mut t, 50, 20, 100);
         }
-        assert_eq!(p.window(), Some(max));
+        let w = p.window().expect("open at medium load");
+        assert!(w < max && w > max / 2, "{w:?}");
         // Low load: waits block for milliseconds.
         for _ in 0..64 {
-            p.record(&report(5_000, 1));
+            feed(&mut p, &mut t, 20, 5_000, 5_000);
         }
         assert_eq!(p.window(), None);
     }
 
     #[test]
-    fn adaptive_stays_closed_when_batches_are_already_large() {
+    fn adaptive_window_shrinks_to_nothing_near_saturation() {
         let max = Duration::from_micros(200);
-        let mut p = Policy::new(MinWait::Adaptive { max }, 256);
+        let mut p = Policy::new(MinWait::Adaptive { max });
+        let mut t = Instant::now();
+        // The worker runs 95 % of the time: any window would cut its capacity.
         for _ in 0..64 {
-            p.record(&report(0, 200));
+            feed(&mut p, &mut t, 190, 5, 10);
         }
         assert_eq!(p.window(), None);
+    }
+
+    #[test]
+    fn adaptive_window_keeps_the_added_latency_within_max() {
+        // Window plus the processing of the batch it gathers: W / (1 - rho) <= max.
+        let max_ns = 200_000;
+        for busy in [0u64, 10_000, 50_000, 100_000, 150_000] {
+            let idle = 100_000;
+            if let Some(w) = adaptive_window(max_ns, 0, busy, idle) {
+                let rho = busy as f64 / (busy + idle) as f64;
+                let bound = w.as_nanos() as f64 / (1.0 - rho);
+                assert!(bound <= max_ns as f64 + 1.0, "busy {busy}: {bound}");
+            }
+        }
     }
 
     #[test]
     fn fixed_and_off() {
         let d = Duration::from_micros(50);
-        assert_eq!(Policy::new(MinWait::Fixed(d), 8).window(), Some(d));
-        assert_eq!(Policy::new(MinWait::Off, 8).window(), None);
+        assert_eq!(Policy::new(MinWait::Fixed(d)).window(), Some(d));
+        assert_eq!(Policy::new(MinWait::Off).window(), None);
         assert_eq!(MinWait::from(Duration::ZERO), MinWait::Off);
     }
 }

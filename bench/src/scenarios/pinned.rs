@@ -49,6 +49,26 @@ const WEIR_MW200: Contender = c(
     "weir, 1 worker, min_wait 200 µs",
     &["--rt", "weir", "--min-wait-us", "200"],
 );
+const WEIR_ADAPTIVE: Contender = c(
+    "weir-adaptive",
+    "weir, 1 worker, adaptive min_wait of at most 200 µs",
+    &["--rt", "weir", "--min-wait-adaptive-us", "200"],
+);
+const WEIR_ADAPTIVE500: Contender = c(
+    "weir-adaptive500",
+    "weir, 1 worker, adaptive min_wait of at most 500 µs",
+    &["--rt", "weir", "--min-wait-adaptive-us", "500"],
+);
+const WEIR_BARE: Contender = c(
+    "weir-bare",
+    "weir, 1 worker, default configuration, HTTP answered without hyper (a task per connection)",
+    &["--rt", "weir", "--kind", "bare-http"],
+);
+const TOKIO_BARE: Contender = c(
+    "tokio-bare",
+    "tokio multi-thread, 1 worker, HTTP answered without hyper (a task per connection)",
+    &["--rt", "tokio", "--flavor", "mt", "--kind", "bare-http"],
+);
 const RAW: Contender = c(
     "raw-epoll",
     "hand-written edge-triggered epoll loop, min_wait off",
@@ -66,7 +86,8 @@ const URING_MW200: Contender = c(
 );
 
 /// The offered rates of the full run, and their case names.
-const RATES: [(&str, f64); 4] = [
+const RATES: [(&str, f64); 5] = [
+    ("1k", 1_000.0),
     ("5k", 5_000.0),
     ("15k", 15_000.0),
     ("30k", 30_000.0),
@@ -83,6 +104,10 @@ pub(super) fn pinned(ctx: &mut Ctx) -> ScenarioResult {
         WEIR,
         WEIR_OFF,
         WEIR_MW200,
+        WEIR_ADAPTIVE,
+        WEIR_ADAPTIVE500,
+        TOKIO_BARE,
+        WEIR_BARE,
         RAW,
         RAW_MW200,
         URING_MW200,
@@ -113,6 +138,8 @@ pub(super) fn pinned(ctx: &mut Ctx) -> ScenarioResult {
         &case_refs,
         vec![
             metric("cpu_us_per_req", "CPU/req", "µs", false),
+            metric("user_us_per_req", "user", "µs", false),
+            metric("sys_us_per_req", "kernel", "µs", false),
             metric("ctx_per_req", "ctx sw/req", "", false),
             metric("p50_us", "p50", "µs", false),
             metric("p99_us", "p99", "µs", false),

@@ -1,7 +1,8 @@
 //! Server child processes: `weir-bench __server [FLAGS]`.
 //!
 //! ```text
-//! --kind echo|http                  what to serve (default echo; http needs weir or tokio)
+//! --kind echo|http|bare-http        what to serve (default echo); bare-http: HTTP answers
+//!                                   without hyper, a task per connection (weir, tokio)
 //! --rt weir|tokio|raw-epoll|raw-uring|busy-loop   who serves it (default weir)
 //! --flavor mt|ct                    weir/tokio: multi-thread or current-thread (default mt)
 //! --workers N                       weir/tokio mt: worker threads (default: allowed CPUs)
@@ -45,6 +46,9 @@ enum Kind {
     Echo,
     /// hyper HTTP/1 "Hello, World!".
     Http,
+    /// The same answers without hyper: a task per connection counts requests and writes the
+    /// raw loops' response (weir and tokio only): what the runtime alone costs.
+    BareHttp,
 }
 
 /// Who serves.
@@ -131,7 +135,7 @@ pub(crate) fn main(args: &[String]) -> ! {
     }
 }
 
-const USAGE: &str = "usage: weir-bench __server [--kind echo|http] \
+const USAGE: &str = "usage: weir-bench __server [--kind echo|http|bare-http] \
 [--rt weir|tokio|raw-epoll|raw-uring|busy-loop] [--flavor mt|ct] [--workers N] [--addr IP:PORT] [--cpu N] \
 [--min-wait-us N | --min-wait-adaptive-us N] [--busy-poll-us N] [--kernel-busy-poll U,B,P] \
 [--sharded] [--pin]";
@@ -249,7 +253,12 @@ fn parse(args: &[String]) -> Result<Config, String> {
                 kind = match v {
                     "echo" => Kind::Echo,
                     "http" => Kind::Http,
-                    _ => return Err(format!("invalid value for --kind: {v:?} (echo|http)")),
+                    "bare-http" => Kind::BareHttp,
+                    _ => {
+                        return Err(format!(
+                            "invalid value for --kind: {v:?} (echo|http|bare-http)"
+                        ));
+                    }
                 }
             }
             "--rt" => {
@@ -351,6 +360,11 @@ fn parse(args: &[String]) -> Result<Config, String> {
         if kind == Kind::Http && rt == Rt::BusyLoop {
             return Err(format!(
                 "--kind http needs --rt weir, tokio, raw-epoll or raw-uring, not {rt_name}"
+            ));
+        }
+        if kind == Kind::BareHttp {
+            return Err(format!(
+                "--kind bare-http needs --rt weir or tokio, not {rt_name}"
             ));
         }
         if rt == Rt::RawUring && kind != Kind::Http {

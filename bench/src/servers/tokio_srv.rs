@@ -12,7 +12,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::runtime::Builder;
 
-use super::http::{hello, http1_builder};
+use super::http::{RAW_RESPONSE, RequestCounter, hello, http1_builder};
 use super::{Config, ConnGuard, Flavor, Kind, StatsFn, bind_error};
 
 /// Builds the runtime from `cfg`, serves until the control thread exits the process.
@@ -46,11 +46,32 @@ pub(super) fn run(cfg: &Config) -> ! {
                 }
             })))
         }
+        Kind::BareHttp => runtime.block_on(runtime.spawn(serve(addr, stats, |stream| async {
+            let _ = bare_http(stream).await;
+        }))),
     };
     match served {
         Ok(Ok(())) => super::fatal("serving", "the accept loop stopped"),
         Ok(Err(e)) => super::fatal("serve", e),
         Err(e) => super::fatal("serve", e),
+    }
+}
+
+/// `weir_srv::bare_http` on tokio.
+async fn bare_http(mut stream: TcpStream) -> io::Result<()> {
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut out = Vec::with_capacity(RAW_RESPONSE.len() * 4);
+    let mut requests = RequestCounter::default();
+    loop {
+        let n = stream.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        out.clear();
+        for _ in 0..requests.feed(&buf[..n]) {
+            out.extend_from_slice(RAW_RESPONSE);
+        }
+        stream.write_all(&out).await?;
     }
 }
 

@@ -12,7 +12,7 @@ use hyper::service::service_fn;
 use weir::net::{ShardedListener, TcpListener, TcpStream};
 use weir::runtime::{Builder, RuntimeMetrics};
 
-use super::http::{hello, http1_builder};
+use super::http::{RAW_RESPONSE, RequestCounter, hello, http1_builder};
 use super::{Config, ConnGuard, Flavor, Kind, MinWaitOpt, Stats, StatsFn, bind_error};
 
 /// Builds the runtime from `cfg`, serves until the control thread exits the process.
@@ -78,11 +78,35 @@ pub(super) fn run(cfg: &Config) -> ! {
                 }
             })))
         }
+        Kind::BareHttp => {
+            runtime.block_on(runtime.spawn(serve(addr, sharded, stats, |stream| async {
+                let _ = bare_http(stream).await;
+            })))
+        }
     };
     match served {
         Ok(Ok(())) => super::fatal("serving", "the accept loops stopped"),
         Ok(Err(e)) => super::fatal("serve", e),
         Err(e) => super::fatal("serve", e),
+    }
+}
+
+/// Answers every request read from `stream` with [`RAW_RESPONSE`], all the answers to one read
+/// in one write, without hyper: the runtime's share of an HTTP server's cost.
+async fn bare_http(mut stream: TcpStream) -> io::Result<()> {
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut out = Vec::with_capacity(RAW_RESPONSE.len() * 4);
+    let mut requests = RequestCounter::default();
+    loop {
+        let n = stream.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        out.clear();
+        for _ in 0..requests.feed(&buf[..n]) {
+            out.extend_from_slice(RAW_RESPONSE);
+        }
+        stream.write_all(&out).await?;
     }
 }
 
