@@ -5,8 +5,8 @@
 //! Every server serves the same HTTP "Hello, World!" (hyper on weir and tokio with
 //! `TCP_NODELAY` and the runtime's timer armed; a byte-for-byte equally long response from the
 //! hand-written loops) over 64 keep-alive connections. The open-loop generator offers
-//! 5k, 15k, 30k and 45k requests/s (`--rate R` offers only R), and wrk measures the
-//! saturated throughput, both on the other CPU.
+//! 1k, 5k, 15k, 30k and 45k requests/s (`--rate R` offers only R; `--quick` only 30k), and
+//! wrk measures the saturated throughput, both on the other CPU.
 
 use std::io;
 use std::net::SocketAddr;
