@@ -14,6 +14,7 @@
 //! (e.g. one started with `weir-bench __server --kind http …`, under `strace -c` or
 //! `valgrind --tool=callgrind`) and prints what it measured.
 
+mod helpers;
 mod inproc;
 mod load;
 mod model;

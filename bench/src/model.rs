@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 /// Number of points in a stored latency distribution: quantiles `i / (QUANTILES - 1)` for
-/// `i = 0 ..= QUANTILES - 1`, i.e. q = 0, 0.001, …, 1.
+/// `i = 0 ..= QUANTILES - 1`, i.e. q = 0, 0.001, …, 1 (made by
+/// [`quantiles`](crate::helpers::quantiles)).
 pub(crate) const QUANTILES: usize = 1001;
 
 /// The whole run.
@@ -209,31 +210,6 @@ impl Stats {
     }
 }
 
-/// Quantiles of a set of latency samples (any unit), as [`QUANTILES`] points. Empty input
-/// gives `None`.
-pub(crate) fn quantiles(samples: &mut [f64]) -> Option<Vec<f64>> {
-    if samples.is_empty() {
-        return None;
-    }
-    samples.sort_by(f64::total_cmp);
-    let n = samples.len();
-    Some(
-        (0..QUANTILES)
-            .map(|i| {
-                let q = i as f64 / (QUANTILES - 1) as f64;
-                let idx = ((q * (n - 1) as f64).round() as usize).min(n - 1);
-                samples[idx]
-            })
-            .collect(),
-    )
-}
-
-/// The value at quantile `q` (0..=1) of a stored distribution.
-pub(crate) fn quantile_at(points: &[f64], q: f64) -> f64 {
-    let i = (q * (points.len() - 1) as f64).round() as usize;
-    points[i.min(points.len() - 1)]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -244,15 +220,5 @@ mod tests {
         let s = Stats::of(&[3.0, 1.0, 2.0]).unwrap();
         assert_eq!((s.median, s.min, s.max, s.n), (2.0, 1.0, 3.0, 3));
         assert_eq!(Stats::of(&[1.0, 2.0, 3.0, 4.0]).unwrap().median, 2.5);
-    }
-
-    #[test]
-    fn quantile_points() {
-        let mut v: Vec<f64> = (0..=1000).map(f64::from).collect();
-        let q = quantiles(&mut v).unwrap();
-        assert_eq!(q.len(), QUANTILES);
-        assert_eq!(quantile_at(&q, 0.5), 500.0);
-        assert_eq!(quantile_at(&q, 0.99), 990.0);
-        assert_eq!(quantile_at(&q, 1.0), 1000.0);
     }
 }

@@ -192,34 +192,12 @@ pub(super) fn run(argv: &[String]) -> Result<Infallible, String> {
     Err("the reader stopped".into())
 }
 
-/// Raises the soft `RLIMIT_NOFILE` to the hard limit; fails if that is below `needed`.
+/// Raises the soft `RLIMIT_NOFILE` as far as it goes; fails if that is below `needed`.
 fn raise_nofile(needed: usize) -> Result<(), String> {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `lim` is a valid, writable `rlimit` that outlives the call.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+    let limit = crate::helpers::raise_nofile_limit().map_err(|e| format!("RLIMIT_NOFILE: {e}"))?;
+    if (limit as u128) < needed as u128 {
         return Err(format!(
-            "getrlimit(RLIMIT_NOFILE): {}",
-            io::Error::last_os_error()
-        ));
-    }
-    if lim.rlim_cur < lim.rlim_max {
-        lim.rlim_cur = lim.rlim_max;
-        // SAFETY: `lim` is a valid `rlimit` read by the call only.
-        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
-            return Err(format!(
-                "setrlimit(RLIMIT_NOFILE, {}): {}",
-                lim.rlim_max,
-                io::Error::last_os_error()
-            ));
-        }
-    }
-    if (lim.rlim_cur as u128) < needed as u128 {
-        return Err(format!(
-            "RLIMIT_NOFILE is {} but {needed} fds are needed; use fewer --pipes",
-            lim.rlim_cur
+            "RLIMIT_NOFILE is {limit} but {needed} fds are needed; use fewer --pipes"
         ));
     }
     Ok(())

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use super::args::{self, Flavor, Rt};
 use super::{CaseOut, Output, XorShift};
+use crate::helpers::quantile_at;
 
 /// Sleeps discarded before each precision case's samples.
 const WARMUP_SLEEPS: usize = 5;
@@ -166,37 +167,17 @@ fn latency_case(errors: Vec<f64>) -> CaseOut {
     let mut sorted = errors.clone();
     sorted.sort_by(f64::total_cmp);
     let mut c = CaseOut::default();
-    c.set("p50_us", percentile(&sorted, 0.50));
-    c.set("p99_us", percentile(&sorted, 0.99));
+    c.set("p50_us", quantile_at(&sorted, 0.50));
+    c.set("p99_us", quantile_at(&sorted, 0.99));
     c.set("max_us", sorted.last().copied().unwrap_or(0.0));
     c.set("samples", sorted.len() as f64);
     c.latency_us = Some(errors);
     c
 }
 
-/// Nearest-rank percentile `q` (0..=1) of ascending `sorted`; 0 when empty.
-fn percentile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let rank = (q * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn percentile_nearest_rank() {
-        let v: Vec<f64> = (1..=100).map(f64::from).collect();
-        assert_eq!(percentile(&v, 0.5), 50.0);
-        assert_eq!(percentile(&v, 0.99), 99.0);
-        assert_eq!(percentile(&v, 1.0), 100.0);
-        assert_eq!(percentile(&v, 0.0), 1.0);
-        assert_eq!(percentile(&[7.0], 0.99), 7.0);
-        assert_eq!(percentile(&[], 0.5), 0.0);
-    }
 
     #[test]
     fn plan_sizes() {

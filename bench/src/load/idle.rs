@@ -40,52 +40,24 @@ fn connect_and_ping(addr: SocketAddr) -> io::Result<TcpStream> {
 }
 
 /// Makes sure this process may hold `n` more descriptors: raises the RLIMIT_NOFILE soft limit
-/// to the hard limit if it is too low, and fails if even the hard limit is.
+/// as far as it goes, and fails if even that is too low.
 fn ensure_fd_limit(n: usize) -> io::Result<()> {
     let open = std::fs::read_dir("/proc/self/fd")
         .map(|d| d.count() as u64)
         .unwrap_or(FD_HEADROOM);
     let needed = open + n as u64 + FD_HEADROOM;
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `lim` is a valid, writable rlimit.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    if lim.rlim_cur >= needed {
-        return Ok(()); // also covers RLIM_INFINITY
-    }
-    // An infinite hard limit still cannot exceed the kernel's nr_open.
-    let hard = if lim.rlim_max == libc::RLIM_INFINITY {
-        std::fs::read_to_string("/proc/sys/fs/nr_open")
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(1 << 20)
-    } else {
-        lim.rlim_max
-    };
-    if hard < needed {
+    let limit = crate::helpers::raise_nofile_limit().map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("idle_connect: raising RLIMIT_NOFILE for {n} connections: {e}"),
+        )
+    })?;
+    if limit < needed {
         return Err(io::Error::other(format!(
             "idle_connect: {n} connections need about {needed} file descriptors \
-             ({open} already open, {FD_HEADROOM} spare) but RLIMIT_NOFILE's hard limit is {hard}; \
+             ({open} already open, {FD_HEADROOM} spare) but RLIMIT_NOFILE's hard limit is {limit}; \
              raise it (ulimit -Hn) or ask for fewer connections"
         )));
-    }
-    let raised = libc::rlimit {
-        rlim_cur: hard,
-        rlim_max: lim.rlim_max,
-    };
-    // SAFETY: `raised` is a valid rlimit whose soft limit does not exceed the hard limit.
-    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
-        let e = io::Error::last_os_error();
-        return Err(io::Error::new(
-            e.kind(),
-            format!(
-                "idle_connect: raising RLIMIT_NOFILE soft limit to {hard} for {n} connections: {e}"
-            ),
-        ));
     }
     Ok(())
 }

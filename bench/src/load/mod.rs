@@ -261,12 +261,9 @@ pub(crate) fn cli(args: &[String]) -> ! {
     };
     match run() {
         Ok(r) => {
-            let mut lat = r.latencies_ns.clone();
-            lat.sort_unstable();
-            let q = |f: f64| {
-                lat.get(((lat.len() as f64 - 1.0) * f) as usize)
-                    .map_or(0.0, |&n| n as f64 / 1e3)
-            };
+            let mut lat: Vec<f64> = r.latencies_ns.iter().map(|&ns| ns as f64 / 1e3).collect();
+            lat.sort_by(f64::total_cmp);
+            let q = |f: f64| crate::helpers::quantile_at(&lat, f);
             println!(
                 "scheduled {} completed {} errors {} late_sends {} p50 {:.0} µs p99 {:.0} µs",
                 r.scheduled,

@@ -386,14 +386,12 @@ fn open_loop_probe() {
         drain: Duration::from_secs(1),
         ..open_cfg(addr)
     };
-    let (mut r, stats) = open::run_with_stats(&cfg, &mut |_| {}).expect("open_loop");
-    r.latencies_ns.sort_unstable();
-    let q = |p: f64| {
-        r.latencies_ns
-            .get(((r.latencies_ns.len() as f64 - 1.0) * p) as usize)
-    };
+    let (r, stats) = open::run_with_stats(&cfg, &mut |_| {}).expect("open_loop");
+    let mut lat: Vec<f64> = r.latencies_ns.iter().map(|&ns| ns as f64).collect();
+    lat.sort_by(f64::total_cmp);
+    let q = |p: f64| crate::helpers::quantile_at(&lat, p);
     println!(
-        "scheduled {} completed {} errors {} late {} max_lag {} µs would_block {} p50 {:?} p99 {:?} max {:?} ns",
+        "scheduled {} completed {} errors {} late {} max_lag {} µs would_block {} p50 {} p99 {} max {} ns",
         r.scheduled,
         r.completed,
         r.errors,
@@ -402,7 +400,7 @@ fn open_loop_probe() {
         stats.would_block,
         q(0.5),
         q(0.99),
-        r.latencies_ns.last()
+        q(1.0)
     );
 }
 

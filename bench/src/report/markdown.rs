@@ -4,7 +4,8 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use super::{fmt_num, plots};
+use super::plots;
+use crate::helpers::fmt_num;
 use crate::model::{Claim, Meta, MetricSpec, RunResults, ScenarioResult, Stats};
 
 /// The whole report.md. `drawn` holds the file names of the plots that were written; plots

@@ -2,8 +2,9 @@
 //!
 //! [`write()`] is the only entry point. The work is split in two submodules: [`markdown`] renders
 //! `report.md` from the results and the list of plots that were actually drawn, [`plots`] draws
-//! each [`PlotSpec`](crate::model::PlotSpec) as an SVG with plotters. Shared pieces (number
-//! formatting, metric labels, the per-contender colours) live here.
+//! each [`PlotSpec`](crate::model::PlotSpec) as an SVG with plotters. Shared pieces (metric
+//! labels, the per-contender colours) live here; numbers are formatted by
+//! [`fmt_num`](crate::helpers::fmt_num).
 
 mod markdown;
 mod plots;
@@ -113,33 +114,6 @@ pub(super) fn metric_title(scenario: &ScenarioResult, metric: &str) -> String {
         Some(m) => format!("{} ({})", m.label, m.unit),
         None => metric.to_owned(),
     }
-}
-
-/// Formats a number with 3 significant digits and a k/M/G suffix from a thousand on:
-/// `212345.0` → `212k`, `1234.0` → `1.23k`, `45.67` → `45.7`, `0.01234` → `0.0123`,
-/// `0` → `0`.
-/// Non-finite values are shown as `–`.
-pub(super) fn fmt_num(value: f64) -> String {
-    if !value.is_finite() {
-        return "–".to_owned();
-    }
-    if value == 0.0 {
-        return "0".to_owned();
-    }
-    // Round to 3 significant digits first so that e.g. 999.7 becomes 1.00k, not 1000.
-    let exponent = value.abs().log10().floor() as i32;
-    let scale = 10f64.powi(exponent - 2);
-    let rounded = (value / scale).round() * scale;
-    let (mantissa, suffix) = match rounded.abs() {
-        a if a >= 1e12 => return format!("{rounded:.2e}"),
-        a if a >= 1e9 => (rounded / 1e9, "G"),
-        a if a >= 1e6 => (rounded / 1e6, "M"),
-        a if a >= 1e3 => (rounded / 1e3, "k"),
-        _ => (rounded, ""),
-    };
-    let digits = mantissa.abs().log10().floor() as i32;
-    let decimals = (2 - digits).max(0) as usize;
-    format!("{mantissa:.decimals$}{suffix}")
 }
 
 #[cfg(test)]

@@ -17,7 +17,8 @@ use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::{Palette, fmt_num, metric_title};
+use super::{Palette, metric_title};
+use crate::helpers::fmt_num;
 use crate::model::{PlotSpec, ScenarioResult, Stats};
 
 /// Size of every plot in pixels.

@@ -4,9 +4,10 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::PathBuf;
 
-use super::{fmt_num, plots, write};
+use super::{plots, write};
+use crate::helpers::quantiles;
 use crate::model::{
-    Claim, ContenderInfo, Meta, MetricSpec, PlotSpec, RunResults, Sample, ScenarioResult, quantiles,
+    Claim, ContenderInfo, Meta, MetricSpec, PlotSpec, RunResults, Sample, ScenarioResult,
 };
 
 /// A contender with an optional sweep parameter.
@@ -302,17 +303,7 @@ fn writes_report_json_and_plots() {
 }
 
 #[test]
-fn number_formatting() {
-    assert_eq!(fmt_num(0.0), "0");
-    assert_eq!(fmt_num(212_345.0), "212k");
-    assert_eq!(fmt_num(1234.0), "1.23k");
-    assert_eq!(fmt_num(999.7), "1.00k");
-    assert_eq!(fmt_num(45.67), "45.7");
-    assert_eq!(fmt_num(3.0), "3.00");
-    assert_eq!(fmt_num(0.012_34), "0.0123");
-    assert_eq!(fmt_num(-2_500_000.0), "-2.50M");
-    assert_eq!(fmt_num(7.5e9), "7.50G");
-    assert_eq!(fmt_num(f64::NAN), "–");
+fn tick_formatting() {
     assert_eq!(plots::fmt_tick(50_000.0), "50k");
     assert_eq!(plots::fmt_tick(1250.0), "1.25k");
     assert_eq!(plots::fmt_tick(1.5), "1.5");

@@ -18,8 +18,9 @@ use super::{
     Bound, Contender, Ctx, Measured, WrkResult, add_costs, c, measure, med, metric, parse_wrk,
     ratio_claim, run_rounds, scenario, start_server_on,
 };
+use crate::helpers::{quantile_at, quantiles};
 use crate::load::{self, Phase};
-use crate::model::{Claim, PlotSpec, ScenarioResult, quantile_at, quantiles};
+use crate::model::{Claim, PlotSpec, ScenarioResult};
 
 /// Keep-alive connections of the open loop and of wrk.
 const CONNS: usize = 64;

@@ -123,7 +123,7 @@ pub(crate) fn main(args: &[String]) -> ! {
     {
         fatal(&format!("pin to CPU {cpu}"), e);
     }
-    if let Err(e) = sys::raise_nofile_limit() {
+    if let Err(e) = crate::helpers::raise_nofile_limit() {
         eprintln!("weir-bench __server: cannot raise RLIMIT_NOFILE: {e}");
     }
     match cfg.rt {

@@ -1,30 +1,9 @@
-//! Thin libc wrappers for the raw servers (`raw_epoll`, `busy_loop`) and the fd limit.
+//! Thin libc wrappers for the raw servers (`raw_epoll`, `busy_loop`).
 
 use std::io;
 use std::mem::size_of;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-
-/// Raises the soft `RLIMIT_NOFILE` to the hard limit (for the 10 000-connection scenario).
-pub(super) fn raise_nofile_limit() -> io::Result<()> {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `lim` is a live, writable rlimit for the duration of the call.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut lim) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    if lim.rlim_cur >= lim.rlim_max {
-        return Ok(());
-    }
-    lim.rlim_cur = lim.rlim_max;
-    // SAFETY: `lim` is a live, initialised rlimit; setrlimit only reads it.
-    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raw const lim) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
 
 /// Returns `Err(last OS error)` when a syscall returned a negative value, else the value.
 fn check(rc: libc::c_int) -> io::Result<libc::c_int> {

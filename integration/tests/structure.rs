@@ -1,0 +1,941 @@
+//! The repository's structure, checked from its sources (plain std, no parser crate):
+//!
+//! - **No import cycles between sibling modules** of `weir-reactor`, `weir-executor`, `weir-net`,
+//!   `weir-macros` and the facade (`src/`). For every module M and two of its children A and B,
+//!   A imports B when a file in A's subtree names a path that resolves into B's subtree
+//!   (`crate::…`, `super::…`, `self::…`, in `use` trees and inline). References between a
+//!   module and its ancestors do not count. Each module's graph of its children must be
+//!   acyclic; the failure lists every cycle with one reference (file:line) per edge.
+//! - **ARCHITECTURE.md names only paths that exist** (backticked repository paths and link
+//!   targets).
+//! - **Long files argue why they are one idea**: a file of more than [`LONG_FILE`] lines in
+//!   `reactor/src`, `executor/src` or `net/src` says why in its module doc, with `One idea:`.
+//!   Reported, not enforced (see [`LONG_FILES_FAIL`]).
+//!
+//! `scripts/module-graph.sh` prints every sibling graph with its evidence (the `print_graph`
+//! test below), so the check can be reproduced and read.
+//!
+//! How paths are read: comments and the contents of string and character literals are blanked
+//! first. The module tree comes from `mod` declarations (`name.rs`, `name/mod.rs`, `#[path]`,
+//! inline `mod name { … }`, whatever their `#[cfg]`). A path resolves to the deepest module it
+//! names (`crate::time::queue::TimerQueue` → `time::queue`); what follows (items, re-exports)
+//! is not followed further. `pub(in path)` visibilities are not references.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// The crates checked for cycles: (name, source directory holding `lib.rs`).
+const CRATES: [(&str, &str); 5] = [
+    ("reactor", "reactor/src"),
+    ("executor", "executor/src"),
+    ("net", "net/src"),
+    ("macros", "macros/src"),
+    ("weir", "src"),
+];
+
+/// Directories whose files should stay short.
+const SHORT_FILE_DIRS: [&str; 3] = ["reactor/src", "executor/src", "net/src"];
+
+/// Files longer than this many lines argue in their module doc why they are one idea.
+const LONG_FILE: usize = 500;
+
+/// The marker of that argument, in the leading `//!` lines.
+const ONE_IDEA: &str = "One idea:";
+
+/// Whether an unargued long file fails the test. "About 500 lines" is a judgement (a file's
+/// tests count too), so the check reports and leaves the call to review.
+const LONG_FILES_FAIL: bool = false;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("integration/ has a parent")
+        .to_path_buf()
+}
+
+fn rel(path: &Path) -> String {
+    path.strip_prefix(repo())
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Source text
+
+/// `src` as chars with comments and the contents of string and character literals replaced by
+/// spaces (newlines kept), so that offsets and line numbers still match the original.
+fn strip(src: &[char]) -> Vec<char> {
+    let n = src.len();
+    let mut out = src.to_vec();
+    let blank = |out: &mut Vec<char>, from: usize, to: usize| {
+        for c in &mut out[from..to.min(n)] {
+            if *c != '\n' {
+                *c = ' ';
+            }
+        }
+    };
+    let at = |i: usize| src.get(i).copied().unwrap_or('\0');
+    let ident_char = |c: char| c.is_alphanumeric() || c == '_';
+    let mut i = 0;
+    while i < n {
+        let c = src[i];
+        if c == '/' && at(i + 1) == '/' {
+            let end = (i..n).find(|&j| src[j] == '\n').unwrap_or(n);
+            blank(&mut out, i, end);
+            i = end;
+        } else if c == '/' && at(i + 1) == '*' {
+            let (mut j, mut depth) = (i + 2, 1);
+            while j < n && depth > 0 {
+                if src[j] == '/' && at(j + 1) == '*' {
+                    depth += 1;
+                    j += 2;
+                } else if src[j] == '*' && at(j + 1) == '/' {
+                    depth -= 1;
+                    j += 2;
+                } else {
+                    j += 1;
+                }
+            }
+            blank(&mut out, i, j);
+            i = j;
+        } else if (c == 'r' || ((c == 'b' || c == 'c') && at(i + 1) == 'r'))
+            && (i == 0 || !ident_char(src[i - 1]))
+            && raw_string_start(src, if c == 'r' { i + 1 } else { i + 2 }).is_some()
+        {
+            // r"…", r#"…"#, br"…", cr"…"
+            let r = if c == 'r' { i + 1 } else { i + 2 };
+            let (hashes, quote) = raw_string_start(src, r).expect("checked above");
+            let mut j = quote + 1;
+            let end = loop {
+                if j >= n {
+                    break n;
+                }
+                if src[j] == '"' && (1..=hashes).all(|k| at(j + k) == '#') {
+                    break j;
+                }
+                j += 1;
+            };
+            blank(&mut out, quote + 1, end);
+            i = end + 1 + hashes;
+        } else if c == '"' {
+            let mut j = i + 1;
+            while j < n && src[j] != '"' {
+                if src[j] == '\\' {
+                    j += 1;
+                }
+                j += 1;
+            }
+            blank(&mut out, i + 1, j);
+            i = j + 1;
+        } else if c == '\'' {
+            if at(i + 1) == '\\' {
+                // An escaped char literal: '\n', '\'', '\u{1F600}'.
+                let end = (i + 3..n).find(|&j| src[j] == '\'').unwrap_or(n);
+                blank(&mut out, i + 1, end);
+                i = end + 1;
+            } else if at(i + 2) == '\'' {
+                blank(&mut out, i + 1, i + 2);
+                i += 3;
+            } else {
+                i += 1; // a lifetime or a label
+            }
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// At `i` (just after the `r` of a raw string), the number of `#`s and the index of the
+/// opening quote, if a raw string starts there.
+fn raw_string_start(src: &[char], i: usize) -> Option<(usize, usize)> {
+    let hashes = src[i.min(src.len())..]
+        .iter()
+        .take_while(|&&c| c == '#')
+        .count();
+    (src.get(i + hashes) == Some(&'"')).then_some((hashes, i + hashes))
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Tok {
+    Ident(String),
+    /// `::`
+    Sep,
+    Punct(char),
+}
+
+#[derive(Clone, Debug)]
+struct Token {
+    tok: Tok,
+    /// Offset (in chars) in the file.
+    at: usize,
+}
+
+fn tokens(text: &[char]) -> Vec<Token> {
+    let mut out = Vec::new();
+    let ident_char = |c: char| c.is_alphanumeric() || c == '_';
+    let mut i = 0;
+    while i < text.len() {
+        let c = text[i];
+        if c.is_whitespace() {
+            i += 1;
+        } else if c.is_alphabetic() || c == '_' || (c == '$' && text.get(i + 1) == Some(&'c')) {
+            let start = i;
+            i += 1;
+            while i < text.len() && ident_char(text[i]) {
+                i += 1;
+            }
+            let word: String = text[start..i].iter().collect();
+            let word = if word == "$crate" {
+                "crate".into()
+            } else {
+                word
+            };
+            out.push(Token {
+                tok: Tok::Ident(word),
+                at: start,
+            });
+        } else if c.is_ascii_digit() {
+            while i < text.len() && ident_char(text[i]) {
+                i += 1;
+            }
+        } else if c == ':' && text.get(i + 1) == Some(&':') {
+            out.push(Token {
+                tok: Tok::Sep,
+                at: i,
+            });
+            i += 2;
+        } else {
+            out.push(Token {
+                tok: Tok::Punct(c),
+                at: i,
+            });
+            i += 1;
+        }
+    }
+    out
+}
+
+fn is_ident(t: Option<&Token>, word: &str) -> bool {
+    matches!(t, Some(Token { tok: Tok::Ident(w), .. }) if w == word)
+}
+
+fn is_punct(t: Option<&Token>, p: char) -> bool {
+    matches!(t, Some(Token { tok: Tok::Punct(c), .. }) if *c == p)
+}
+
+fn ident(t: Option<&Token>) -> Option<&str> {
+    match t {
+        Some(Token {
+            tok: Tok::Ident(w), ..
+        }) => Some(w.as_str()),
+        _ => None,
+    }
+}
+
+/// Reads the use tree starting at `toks[i]` with `prefix` already read; pushes every full path
+/// (with the offset of its last segment) to `out` and returns the index after the tree.
+fn use_tree(
+    toks: &[Token],
+    mut i: usize,
+    mut prefix: Vec<String>,
+    out: &mut Vec<(Vec<String>, usize)>,
+) -> usize {
+    if matches!(toks.get(i), Some(Token { tok: Tok::Sep, .. })) {
+        i += 1; // `use ::std::…`
+    }
+    loop {
+        let t = toks.get(i);
+        if let Some(w) = ident(t) {
+            let at = toks[i].at;
+            prefix.push(w.to_string());
+            i += 1;
+            if matches!(toks.get(i), Some(Token { tok: Tok::Sep, .. })) {
+                i += 1;
+                continue;
+            }
+            if is_ident(toks.get(i), "as") {
+                i += 2;
+            }
+            out.push((prefix, at));
+            return i;
+        } else if is_punct(t, '{') {
+            i += 1;
+            while i < toks.len() && !is_punct(toks.get(i), '}') {
+                let before = i;
+                i = use_tree(toks, i, prefix.clone(), out);
+                if is_punct(toks.get(i), ',') {
+                    i += 1;
+                }
+                if i == before {
+                    i += 1; // not a use tree; do not loop
+                }
+            }
+            return i + 1;
+        } else if is_punct(t, '*') {
+            if !prefix.is_empty() {
+                out.push((prefix, toks[i].at));
+            }
+            return i + 1;
+        } else {
+            return i; // `use<'a>` bounds and the like
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The module tree and the references
+
+/// A module path below the crate root (`[]` is the root).
+type ModPath = Vec<String>;
+
+/// One path that names a module of the crate.
+#[derive(Clone, Debug)]
+struct Ref {
+    /// The module whose code holds the path (inline modules included).
+    from: ModPath,
+    /// The path as written, from its anchor (`crate`, `super`, `self`).
+    segs: Vec<String>,
+    file: PathBuf,
+    line: usize,
+}
+
+#[derive(Debug, Default)]
+struct Crate {
+    name: String,
+    modules: BTreeMap<ModPath, PathBuf>,
+    refs: Vec<Ref>,
+    /// `mod` declarations whose file was not found (e.g. behind a `cfg` for another target).
+    missing: Vec<String>,
+}
+
+fn line_of(text: &[char], at: usize) -> usize {
+    text[..at.min(text.len())]
+        .iter()
+        .filter(|&&c| c == '\n')
+        .count()
+        + 1
+}
+
+fn load_crate(name: &str, src_dir: &str) -> Crate {
+    let mut krate = Crate {
+        name: name.to_string(),
+        ..Crate::default()
+    };
+    let dir = repo().join(src_dir);
+    let root = dir.join("lib.rs");
+    krate.modules.insert(Vec::new(), root.clone());
+    scan_file(&mut krate, &root, Vec::new(), &dir);
+    krate
+}
+
+/// Reads `file`, the source of `module`, whose `mod name;` children live in `child_dir`.
+fn scan_file(krate: &mut Crate, file: &Path, module: ModPath, child_dir: &Path) {
+    let original: Vec<char> = fs::read_to_string(file)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", file.display()))
+        .chars()
+        .collect();
+    let text = strip(&original);
+    let toks = tokens(&text);
+    // Inline modules open at this file: (name, brace depth inside them).
+    let mut inline: Vec<(String, usize)> = Vec::new();
+    let mut depth = 0usize;
+    let mut children = Vec::new();
+    let here = |inline: &[(String, usize)]| -> ModPath {
+        let mut m = module.clone();
+        m.extend(inline.iter().map(|(n, _)| n.clone()));
+        m
+    };
+    let mut i = 0;
+    while i < toks.len() {
+        let t = &toks[i];
+        match &t.tok {
+            Tok::Punct('{') => depth += 1,
+            Tok::Punct('}') => {
+                if inline.last().is_some_and(|&(_, d)| d == depth) {
+                    inline.pop();
+                }
+                depth = depth.saturating_sub(1);
+            }
+            Tok::Ident(w) if w == "mod" => {
+                if let Some(name) = ident(toks.get(i + 1)) {
+                    let name = name.to_string();
+                    if is_punct(toks.get(i + 2), '{') {
+                        let mut m = here(&inline);
+                        m.push(name.clone());
+                        krate.modules.entry(m).or_insert_with(|| file.to_path_buf());
+                        inline.push((name, depth + 1));
+                        i += 2;
+                        continue;
+                    } else if is_punct(toks.get(i + 2), ';') {
+                        let path_attr = path_attribute(&original, &text, &toks, i);
+                        let mut dir = child_dir.to_path_buf();
+                        for (n, _) in &inline {
+                            dir.push(n);
+                        }
+                        children.push((here(&inline), name, dir, path_attr, line_of(&text, t.at)));
+                        i += 3;
+                        continue;
+                    }
+                }
+            }
+            Tok::Ident(w) if w == "use" => {
+                let mut paths = Vec::new();
+                let end = use_tree(&toks, i + 1, Vec::new(), &mut paths);
+                for (segs, at) in paths {
+                    if matches!(segs[0].as_str(), "crate" | "super" | "self") {
+                        krate.refs.push(Ref {
+                            from: here(&inline),
+                            segs,
+                            file: file.to_path_buf(),
+                            line: line_of(&text, at),
+                        });
+                    }
+                }
+                i = end.max(i + 1);
+                continue;
+            }
+            Tok::Ident(w)
+                if matches!(w.as_str(), "crate" | "super" | "self")
+                    && matches!(toks.get(i + 1), Some(Token { tok: Tok::Sep, .. }))
+                    && !(i >= 1 && matches!(toks[i - 1].tok, Tok::Sep))
+                    && !(i >= 2
+                        && is_ident(toks.get(i - 1), "in")
+                        && is_punct(toks.get(i - 2), '(')) =>
+            {
+                let mut segs = vec![w.clone()];
+                let mut j = i + 1;
+                while matches!(toks.get(j), Some(Token { tok: Tok::Sep, .. })) {
+                    match ident(toks.get(j + 1)) {
+                        Some(s) => {
+                            segs.push(s.to_string());
+                            j += 2;
+                        }
+                        None => break,
+                    }
+                }
+                krate.refs.push(Ref {
+                    from: here(&inline),
+                    segs,
+                    file: file.to_path_buf(),
+                    line: line_of(&text, t.at),
+                });
+                i = j;
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    for (parent, name, dir, path_attr, line) in children {
+        let mut m = parent;
+        m.push(name.clone());
+        // A `#[path]` file is relative to this file's directory and holds its children next
+        // to it, like a `mod.rs`.
+        let found = match path_attr {
+            Some(p) => {
+                let f = file.parent().expect("a file has a directory").join(p);
+                let d = f.parent().expect("a file has a directory").to_path_buf();
+                Some((f, d))
+            }
+            None => {
+                let flat = dir.join(format!("{name}.rs"));
+                let nested = dir.join(&name).join("mod.rs");
+                if flat.is_file() {
+                    Some((flat, dir.join(&name)))
+                } else if nested.is_file() {
+                    Some((nested, dir.join(&name)))
+                } else {
+                    None
+                }
+            }
+        };
+        match found {
+            Some((f, d)) if f.is_file() => {
+                let seen = krate.modules.get(&m) == Some(&f);
+                krate.modules.insert(m.clone(), f.clone());
+                if !seen {
+                    scan_file(krate, &f, m, &d);
+                }
+            }
+            _ => krate
+                .missing
+                .push(format!("{}:{line}: mod {name}; (no file found)", rel(file))),
+        }
+    }
+}
+
+/// The value of a `#[path = "…"]` among the attributes of the `mod` at `toks[i]`.
+fn path_attribute(original: &[char], text: &[char], toks: &[Token], i: usize) -> Option<String> {
+    // The attributes and visibility before `mod` hold no `;`, `{` or `}`.
+    let start = toks[..i]
+        .iter()
+        .rposition(|t| matches!(t.tok, Tok::Punct(';' | '{' | '}')))
+        .map_or(0, |p| p + 1);
+    let item = &toks[start..i];
+    let k = item.windows(3).position(|w| {
+        is_ident(Some(&w[0]), "path") && is_punct(Some(&w[1]), '=') && is_punct(Some(&w[2]), '"')
+    })?;
+    let open = item[k + 2].at;
+    let close = (open + 1..text.len()).find(|&j| text[j] == '"')?;
+    Some(original[open + 1..close].iter().collect())
+}
+
+/// The deepest module of `krate` that `segs`, written in module `from`, names.
+fn resolve(krate: &Crate, from: &[String], segs: &[String]) -> Option<ModPath> {
+    let mut cur: ModPath = match segs[0].as_str() {
+        "crate" => Vec::new(),
+        "self" => from.to_vec(),
+        "super" => from.get(..from.len().checked_sub(1)?)?.to_vec(),
+        _ => return None,
+    };
+    let mut rest = &segs[1..];
+    while rest.first().is_some_and(|s| s == "super") {
+        cur.pop()?;
+        rest = &rest[1..];
+    }
+    for seg in rest {
+        if seg == "self" {
+            continue;
+        }
+        cur.push(seg.clone());
+        if !krate.modules.contains_key(&cur) {
+            cur.pop();
+            break;
+        }
+    }
+    Some(cur)
+}
+
+/// One reference that makes a sibling edge.
+#[derive(Clone, Debug)]
+struct Evidence {
+    file: PathBuf,
+    line: usize,
+    path: String,
+}
+
+impl std::fmt::Display for Evidence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{} ({})", rel(&self.file), self.line, self.path)
+    }
+}
+
+/// A path as written, without the `self` a use group adds (`crate::task::{self, …}`).
+fn display_path(segs: &[String]) -> String {
+    let end = if segs.len() > 1 && segs.last().is_some_and(|s| s == "self") {
+        segs.len() - 1
+    } else {
+        segs.len()
+    };
+    segs[..end].join("::")
+}
+
+/// Per parent module: its children's graph, edge (A, B) → the first reference found.
+type Graphs = BTreeMap<ModPath, BTreeMap<(String, String), Evidence>>;
+
+fn sibling_graphs(krate: &Crate) -> Graphs {
+    let mut graphs = Graphs::new();
+    // Every module with children gets a (possibly empty) graph.
+    for m in krate.modules.keys() {
+        if let Some((_, parent)) = m.split_last() {
+            graphs.entry(parent.to_vec()).or_default();
+        }
+    }
+    for r in &krate.refs {
+        let Some(to) = resolve(krate, &r.from, &r.segs) else {
+            continue;
+        };
+        let common = r.from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+        if common < r.from.len() && common < to.len() {
+            graphs
+                .entry(r.from[..common].to_vec())
+                .or_default()
+                .entry((r.from[common].clone(), to[common].clone()))
+                .or_insert_with(|| Evidence {
+                    file: r.file.clone(),
+                    line: r.line,
+                    path: display_path(&r.segs),
+                });
+        }
+    }
+    graphs
+}
+
+/// Every elementary cycle of `edges`, each as its nodes starting from its smallest.
+fn cycles(edges: &BTreeMap<(String, String), Evidence>) -> Vec<Vec<String>> {
+    let mut adj: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (a, b) in edges.keys() {
+        adj.entry(a.as_str()).or_default().push(b.as_str());
+    }
+    let mut found = Vec::new();
+    let nodes: Vec<&str> = adj.keys().copied().collect();
+    for &start in &nodes {
+        // Cycles whose smallest node is `start`: search only nodes above it.
+        let mut path = vec![start];
+        let mut stack = vec![adj.get(start).map_or(&[][..], Vec::as_slice).iter()];
+        while let Some(top) = stack.last_mut() {
+            match top.next().copied() {
+                Some(n) if n == start => {
+                    found.push(path.iter().map(|s| s.to_string()).collect());
+                    if found.len() >= 1000 {
+                        return found; // enough to fix first
+                    }
+                }
+                Some(n) if n > start && !path.contains(&n) => {
+                    path.push(n);
+                    stack.push(adj.get(n).map_or(&[][..], Vec::as_slice).iter());
+                }
+                Some(_) => {}
+                None => {
+                    stack.pop();
+                    path.pop();
+                }
+            }
+        }
+    }
+    found
+}
+
+fn module_name(krate: &Crate, m: &[String]) -> String {
+    std::iter::once(krate.name.as_str())
+        .chain(m.iter().map(String::as_str))
+        .collect::<Vec<_>>()
+        .join("::")
+}
+
+/// Every cycle of every crate, described with one reference per edge.
+fn cycle_report() -> (usize, String) {
+    let mut report = String::new();
+    let mut count = 0;
+    for (name, dir) in CRATES {
+        let krate = load_crate(name, dir);
+        for (parent, edges) in sibling_graphs(&krate) {
+            for cycle in cycles(&edges) {
+                count += 1;
+                let mut ring = cycle.clone();
+                ring.push(cycle[0].clone());
+                let _ = writeln!(
+                    report,
+                    "{}: {}",
+                    module_name(&krate, &parent),
+                    ring.join(" → ")
+                );
+                for w in ring.windows(2) {
+                    let e = &edges[&(w[0].clone(), w[1].clone())];
+                    let _ = writeln!(report, "    {} → {}: {e}", w[0], w[1]);
+                }
+            }
+        }
+    }
+    (count, report)
+}
+
+#[test]
+fn no_import_cycles_between_sibling_modules() {
+    let (count, report) = cycle_report();
+    assert!(
+        count == 0,
+        "{count} import cycle(s) between sibling modules (a module's children must import \
+         each other without a cycle; run scripts/module-graph.sh for the graphs):\n{report}"
+    );
+}
+
+/// Prints every module's sibling graph with one reference per edge, the cycles, and the long
+/// files. `scripts/module-graph.sh` runs it.
+#[test]
+fn print_graph() {
+    let mut out = String::new();
+    for (name, dir) in CRATES {
+        let krate = load_crate(name, dir);
+        let _ = writeln!(
+            out,
+            "== {name} ({dir}): {} modules, {} crate/super/self paths",
+            krate.modules.len(),
+            krate.refs.len()
+        );
+        for m in &krate.missing {
+            let _ = writeln!(out, "   note: {m}");
+        }
+        for (parent, edges) in sibling_graphs(&krate) {
+            let children: BTreeSet<&str> = krate
+                .modules
+                .keys()
+                .filter(|m| m.len() == parent.len() + 1 && m.starts_with(&parent))
+                .map(|m| m[parent.len()].as_str())
+                .collect();
+            if children.len() < 2 {
+                continue;
+            }
+            let cyc = cycles(&edges);
+            let _ = writeln!(
+                out,
+                "{}  [children: {}]{}",
+                module_name(&krate, &parent),
+                children.iter().copied().collect::<Vec<_>>().join(" "),
+                if cyc.is_empty() {
+                    "  acyclic".to_string()
+                } else {
+                    format!("  {} CYCLE(S)", cyc.len())
+                }
+            );
+            for ((a, b), e) in &edges {
+                let _ = writeln!(out, "    {a} → {b}   {e}");
+            }
+            for c in cyc {
+                let mut ring = c.clone();
+                ring.push(c[0].clone());
+                let _ = writeln!(out, "    cycle: {}", ring.join(" → "));
+            }
+        }
+        out.push('\n');
+    }
+    let (long, _) = long_files();
+    let _ = writeln!(
+        out,
+        "== files over {LONG_FILE} lines in {SHORT_FILE_DIRS:?}"
+    );
+    for l in long {
+        let _ = writeln!(out, "   {l}");
+    }
+    println!("{out}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// ARCHITECTURE.md
+
+/// The repository paths ARCHITECTURE.md names: backticked paths and link targets.
+fn named_paths(md: &str) -> Vec<(usize, String)> {
+    let top: BTreeSet<String> = fs::read_dir(repo())
+        .expect("reading the repository root")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .collect();
+    let path_chars = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '/' | '-'))
+            && s.chars().any(|c| c.is_ascii_alphabetic())
+    };
+    let is_file = |s: &str| {
+        [".rs", ".md", ".sh", ".toml", ".json", ".yml", ".svg"]
+            .iter()
+            .any(|e| s.ends_with(e))
+    };
+    let mut out = Vec::new();
+    let mut fenced = false;
+    for (n, line) in md.lines().enumerate() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        let mut candidates: Vec<String> = line
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_string)
+            .collect();
+        let mut rest = line;
+        while let Some(p) = rest.find("](") {
+            let target = &rest[p + 2..];
+            let end = target.find(')').unwrap_or(target.len());
+            let t = &target[..end];
+            if !t.contains("://") && !t.starts_with('#') && !t.starts_with("mailto:") {
+                candidates.push(t.split('#').next().unwrap_or("").to_string());
+            }
+            rest = &target[end..];
+        }
+        for c in candidates {
+            let first = c.split('/').next().unwrap_or("");
+            if path_chars(&c)
+                && !c.starts_with('/')
+                && (is_file(&c) || (c.contains('/') && top.contains(first)))
+            {
+                out.push((n + 1, c));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn architecture_names_only_existing_paths() {
+    let md_path = repo().join("ARCHITECTURE.md");
+    let md = fs::read_to_string(&md_path).expect("reading ARCHITECTURE.md");
+    let named = named_paths(&md);
+    assert!(
+        named.len() >= 10,
+        "ARCHITECTURE.md names only {} paths; is the map still there?",
+        named.len()
+    );
+    let missing: Vec<String> = named
+        .iter()
+        .filter(|(_, p)| !repo().join(p).exists())
+        .map(|(line, p)| format!("ARCHITECTURE.md:{line}: `{p}`"))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md names paths that do not exist (fix the map, or do not backtick a \
+         slash-separated word that is not a path):\n{}",
+        missing.join("\n")
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Long files
+
+/// The long files of [`SHORT_FILE_DIRS`] as report lines: (all of them, those without an
+/// argument).
+fn long_files() -> (Vec<String>, Vec<String>) {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let mut entries: Vec<PathBuf> = fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+            .filter_map(|e| Some(e.ok()?.path()))
+            .collect();
+        entries.sort();
+        for p in entries {
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|e| e == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    for d in SHORT_FILE_DIRS {
+        walk(&repo().join(d), &mut files);
+    }
+    let (mut report, mut unargued) = (Vec::new(), Vec::new());
+    for f in files {
+        let text = fs::read_to_string(&f).expect("reading a source file");
+        let lines = text.lines().count();
+        if lines <= LONG_FILE {
+            continue;
+        }
+        let argued = text
+            .lines()
+            .take_while(|l| l.starts_with("//!"))
+            .any(|l| l.contains(ONE_IDEA));
+        let line = format!(
+            "{} ({lines} lines){}",
+            rel(&f),
+            if argued {
+                format!(": argues `{ONE_IDEA}`")
+            } else {
+                format!(": no `{ONE_IDEA}` in its module doc")
+            }
+        );
+        if !argued {
+            unargued.push(line.clone());
+        }
+        report.push(line);
+    }
+    (report, unargued)
+}
+
+#[test]
+fn long_files_argue_why_they_are_one_idea() {
+    let (report, unargued) = long_files();
+    for l in &report {
+        eprintln!("long file: {l}");
+    }
+    if LONG_FILES_FAIL {
+        assert!(
+            unargued.is_empty(),
+            "files over {LONG_FILE} lines without `{ONE_IDEA}` in their module doc:\n{}",
+            unargued.join("\n")
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The checker checked
+
+#[test]
+fn strip_blanks_comments_and_literals() {
+    let src: Vec<char> =
+        "a // crate::x\nb /* crate::y /* nested */ */ \"crate::z\" r#\"crate::w\"# '{' 'a c::d"
+            .chars()
+            .collect();
+    let stripped = strip(&src);
+    assert_eq!(stripped.len(), src.len());
+    let s: String = stripped.into_iter().collect();
+    assert!(!s.contains("crate::"));
+    assert!(!s.contains('{'));
+    assert!(s.contains("'a c::d"), "a lifetime stays: {s:?}");
+    assert_eq!(s.lines().count(), 2);
+}
+
+#[test]
+fn use_trees_and_inline_paths_resolve_to_the_deepest_module() {
+    let mut krate = Crate::default();
+    for m in [
+        &[][..],
+        &["a"],
+        &["a", "inner"],
+        &["b"],
+        &["b", "deep"],
+        &["c"],
+    ] {
+        krate
+            .modules
+            .insert(m.iter().map(|s| s.to_string()).collect(), PathBuf::new());
+    }
+    let src: Vec<char> = "use crate::{b::deep::{X, self}, c as cc};\nuse super::b::*;\n\
+                          fn f() { self::inner::g(); super::super::c::h::<T>(); }\n\
+                          pub(in crate::c) fn hidden() {}"
+        .chars()
+        .collect();
+    let toks = tokens(&strip(&src));
+    let mut paths = Vec::new();
+    let end = use_tree(&toks, 1, Vec::new(), &mut paths);
+    assert!(is_punct(toks.get(end), ';'));
+    let got: Vec<String> = paths.iter().map(|(p, _)| p.join("::")).collect();
+    assert_eq!(
+        got,
+        ["crate::b::deep::X", "crate::b::deep::self", "crate::c"]
+    );
+    let from = vec!["a".to_string(), "inner".to_string()];
+    let r = |s: &str| {
+        let segs: Vec<String> = s.split("::").map(str::to_string).collect();
+        resolve(&krate, &from, &segs).map(|m| m.join("::"))
+    };
+    assert_eq!(r("crate::b::deep::X").as_deref(), Some("b::deep"));
+    assert_eq!(r("crate::b::deep::self").as_deref(), Some("b::deep"));
+    assert_eq!(r("super::super::c::h").as_deref(), Some("c"));
+    assert_eq!(r("self::g").as_deref(), Some("a::inner"));
+    assert_eq!(r("super").as_deref(), Some("a"));
+    assert_eq!(r("super::super::super::x"), None);
+}
+
+#[test]
+fn cycles_are_found_with_their_evidence() {
+    let e = |a: &str, b: &str| {
+        (
+            (a.to_string(), b.to_string()),
+            Evidence {
+                file: PathBuf::from("x.rs"),
+                line: 1,
+                path: format!("crate::{b}"),
+            },
+        )
+    };
+    let edges: BTreeMap<_, _> = [
+        e("runtime", "context"),
+        e("context", "runtime"),
+        e("runtime", "worker"),
+        e("worker", "blocking"),
+        e("blocking", "runtime"),
+        e("queue", "loom"),
+    ]
+    .into_iter()
+    .collect();
+    let mut found: Vec<String> = cycles(&edges).iter().map(|c| c.join(" ")).collect();
+    found.sort();
+    assert_eq!(found, ["blocking runtime worker", "context runtime"]);
+}
