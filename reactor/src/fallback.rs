@@ -5,8 +5,8 @@
 //! It is an ordinary [`Driver`] whose owner is a dedicated thread (`weir-fallback-reactor`) that
 //! parks forever. Registrations and timers use its [`ReactorHandle`] like any other reactor's:
 //! events are collected on that thread and the wakers it calls belong to whatever executor
-//! polled the future. It starts on first use and lives until the process exits; a process that only uses
-//! weir runtimes never starts it.
+//! polled the future. It starts on first use and lives until the process exits; a process that
+//! only uses weir runtimes never starts it.
 //!
 //! Whether a thread uses it is decided in the crate's `context` module (no reactor entered on
 //! the thread).

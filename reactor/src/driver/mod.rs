@@ -4,9 +4,9 @@
 //! | file | job |
 //! |---|---|
 //! | `mod.rs` | the two types and their shared state; building, parking, unparking, shutdown |
-//! | `registrations.rs` | the slab of registered fds and their generation tokens; the one delivery of collected events to their tasks (used by the owner and by stealing) |
+//! | `registrations.rs` | registered fds and their generation tokens; the one delivery of events to them (owner and stealing) |
 //! | `scheduled_io.rs` | the readiness and wakers of one registered fd |
-//! | `wait.rs` | one turn of the owner: the timeout from the timers, the min_wait wait, the timer spin, wait accounting, the paused clock's auto-advance |
+//! | `wait.rs` | one turn of the owner: timeout, min_wait wait, timer spin, wait accounting, auto-advance |
 //! | `steal.rs` | I/O stealing: another thread collects this reactor's events |
 //! | `timers.rs` | the timer API of the handle, and expiry by the owner |
 //! | `timer_queue.rs` | the timer queue (an indexed binary heap of nanosecond deadlines) |

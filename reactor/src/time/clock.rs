@@ -1,13 +1,13 @@
-//! The clock of a reactor's timers, and the paused test clock ([`pause`], [`resume`],
-//! [`advance`]).
+//! Reading the current thread's clock, and the paused test clock ([`pause`], [`resume`],
+//! [`advance`]). The clock itself (the state a reactor keeps) is the driver's `clock.rs`.
 //!
 //! A reactor reads the OS's monotonic clock, unless its clock was **paused**. A paused clock
 //! stands still; it moves when a task calls [`advance`], and when the runtime is idle: the
 //! reactor's wait then does not block on the paused clock's account but jumps it to the nearest
 //! timer (auto-advance, in `Driver::park`), so `sleep(Duration::from_secs(3600))` completes at
 //! once in a test. Auto-advance waits while `spawn_blocking` closures run
-//! ([`ReactorHandle::inhibit_auto_advance`](crate::ReactorHandle::inhibit_auto_advance)): their results come
-//! in real time.
+//! ([`ReactorHandle::inhibit_auto_advance`](crate::ReactorHandle::inhibit_auto_advance)): their
+//! results come in real time.
 //!
 //! Only a current-thread runtime's clock can be paused: its one reactor serves every thread of
 //! the runtime. The workers of a multi-thread runtime each own a reactor and a clock, which
