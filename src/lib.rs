@@ -27,7 +27,8 @@
 //!
 //! The parts: [`runtime`] (build and run), [`task`] (spawn, join, yield), [`time`] (sleep,
 //! timeout, interval), [`io`] (readiness of raw fds), [`net`] (sockets), [`fs`] (files on the
-//! blocking pool), [`process`] (child processes), [`signal`] (Ctrl-C and Unix signals).
+//! blocking pool), [`process`] (child processes), [`signal`] (Ctrl-C and Unix signals),
+//! [`os::linux`] (Linux-only controls of a worker's reactor).
 //! See `ARCHITECTURE.md` for how they fit.
 //!
 //! # Tracing targets
@@ -130,7 +131,8 @@ pub mod runtime {
         MIN_STACK_SIZE, Runtime, RuntimeId as Id, RuntimeMetrics, TryCurrentError, WorkerStats,
     };
     pub use weir_reactor::metrics::EVENT_BUCKETS;
-    pub use weir_reactor::{Backend, KernelBusyPoll, MinWait, ReactorStats};
+    pub use weir_reactor::os::linux::KernelBusyPoll;
+    pub use weir_reactor::{Backend, MinWait, ReactorStats};
 
     /// The CPUs this thread may run on; see [`Builder::pin_workers`].
     ///
@@ -183,6 +185,17 @@ pub mod io {
 /// TCP, UDP and Unix-domain sockets, and NAPI-sharded accept.
 pub mod net {
     pub use weir_net::*;
+}
+
+/// OS-specific controls, outside the portable API.
+pub mod os {
+    /// Linux-only controls of a worker's reactor
+    /// ([`Handle::worker_reactor`](crate::runtime::Handle::worker_reactor)): its epoll fd and
+    /// kernel busy poll on it.
+    #[cfg(target_os = "linux")]
+    pub mod linux {
+        pub use weir_reactor::os::linux::{KernelBusyPoll, ReactorHandleExt};
+    }
 }
 
 pub mod fs;

@@ -36,7 +36,7 @@ pub(crate) struct Pool {
     /// A current-thread runtime's reactor, whose clock can be paused: each closure holds it
     /// from spawn to completion, so the idle runtime does not jump the paused clock ahead of a
     /// result that comes in real time. `None` on a multi-thread runtime.
-    clock: OnceLock<Option<weir_reactor::Handle>>,
+    clock: OnceLock<Option<weir_reactor::ReactorHandle>>,
 }
 
 #[derive(Default)]
@@ -95,7 +95,7 @@ impl Pool {
         let _ = self.clock.set(clock);
     }
 
-    fn pausable_reactor(&self) -> Option<&weir_reactor::Handle> {
+    fn pausable_reactor(&self) -> Option<&weir_reactor::ReactorHandle> {
         self.clock.get().and_then(Option::as_ref)
     }
 

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use weir_reactor::{Backend, Driver, KernelBusyPoll, MinWait};
+use weir_reactor::os::linux::{KernelBusyPoll, ReactorHandleExt};
+use weir_reactor::{Backend, Driver, MinWait};
 
 use crate::blocking;
 use crate::compat::CompatRuntime;
@@ -500,7 +501,7 @@ impl Builder {
         let workers = self.validate()?;
         let drivers = (0..workers)
             .map(|index| {
-                Driver::new(&weir_reactor::Config {
+                Driver::new(&weir_reactor::DriverConfig {
                     backend: self.backend,
                     min_wait: self.min_wait,
                     max_events: self.max_events,

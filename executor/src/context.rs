@@ -49,7 +49,7 @@ pub struct EnterGuard<'a> {
     // reverse of `enter`). No field borrows `'a` in its destructor, so the guard may outlive
     // the borrow of the runtime it came from.
     _current: SetCurrent,
-    _reactor: Option<weir_reactor::EnterGuard>,
+    _reactor: Option<weir_reactor::ReactorEnterGuard>,
     /// The runtime's tokio compat runtime, if it has one.
     _compat: CompatGuard<'a>,
     _not_send: PhantomData<*const ()>,
@@ -64,7 +64,10 @@ struct SetCurrent {
 
 /// Enters `handle` (and its tokio compat runtime, if any); `reactor` is the reactor guard to
 /// hold alongside (none on workers, which enter their own reactor as its owner).
-pub(crate) fn enter(handle: &Handle, reactor: Option<weir_reactor::EnterGuard>) -> EnterGuard<'_> {
+pub(crate) fn enter(
+    handle: &Handle,
+    reactor: Option<weir_reactor::ReactorEnterGuard>,
+) -> EnterGuard<'_> {
     let compat = handle.shared.config.compat.enter();
     let current = CONTEXT
         .try_with(|c| {

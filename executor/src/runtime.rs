@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 use weir_reactor::coop;
+use weir_reactor::os::linux::{KernelBusyPoll, ReactorHandleExt};
 
 use crate::compat::CompatRuntime;
 use crate::context::{self, EnterGuard};
@@ -430,8 +431,9 @@ impl Handle {
     }
 
     /// The reactor owned by worker `worker`, e.g. to register a socket with that worker's epoll
-    /// from another thread. `None` if there is no such worker.
-    pub fn worker_reactor(&self, worker: usize) -> Option<weir_reactor::Handle> {
+    /// from another thread. `None` if there is no such worker. Its Linux-only controls (the
+    /// epoll fd, kernel busy poll) are on the extension trait [`ReactorHandleExt`].
+    pub fn worker_reactor(&self, worker: usize) -> Option<weir_reactor::ReactorHandle> {
         self.shared.remotes.get(worker).map(|r| r.reactor.clone())
     }
 
@@ -440,8 +442,8 @@ impl Handle {
     ///
     /// # Errors
     /// `InvalidInput` for a worker that does not exist; otherwise as
-    /// [`weir_reactor::Handle::kernel_busy_poll`].
-    pub fn kernel_busy_poll(&self, worker: usize) -> std::io::Result<weir_reactor::KernelBusyPoll> {
+    /// [`ReactorHandleExt::kernel_busy_poll`].
+    pub fn kernel_busy_poll(&self, worker: usize) -> std::io::Result<KernelBusyPoll> {
         let r = self.worker_reactor(worker).ok_or_else(|| {
             std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,

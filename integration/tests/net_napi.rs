@@ -21,6 +21,7 @@ use futures::{AsyncReadExt, AsyncWriteExt};
 
 mod common;
 use weir::net::{ShardedListener, shard};
+use weir::os::linux::ReactorHandleExt;
 use weir::runtime::{Builder, KernelBusyPoll};
 
 /// The testbed script carried by the repository.

@@ -3,39 +3,43 @@
 //! or a plain thread.
 //!
 //! It is an ordinary [`Driver`] whose owner is a dedicated thread (`weir-fallback-reactor`) that
-//! parks forever. Registrations and timers use its [`Handle`] like any other reactor's: events
-//! are collected on that thread and the wakers it calls belong to whatever executor polled the
-//! future. It starts on first use and lives until the process exits; a process that only uses
-//! weir runtimes never starts it.
+//! parks forever. Registrations and timers use its [`ReactorHandle`] like any other reactor's:
+//! events are collected on that thread and the wakers it calls belong to whatever executor
+//! polled the future. It starts on first use and lives until the process exits; a process that
+//! only uses weir runtimes never starts it.
+//!
+//! Whether a thread uses it is decided in the crate's `context` module (no reactor entered on
+//! the thread).
 
 use std::io;
 use std::sync::OnceLock;
 use std::thread;
 use std::time::Duration;
 
-use crate::driver::{Config, Driver, Handle};
+use crate::config::DriverConfig;
+use crate::driver::{Driver, ReactorHandle};
 
-/// Index reported by the fallback reactor's [`Handle::index`] and in its tracing events.
+/// Index reported by the fallback reactor's [`ReactorHandle::index`] and in its tracing events.
 pub const FALLBACK_INDEX: usize = usize::MAX;
 
-static FALLBACK: OnceLock<Result<Handle, String>> = OnceLock::new();
+static FALLBACK: OnceLock<Result<ReactorHandle, String>> = OnceLock::new();
 
 /// The fallback reactor's handle, starting its thread on first use.
 ///
 /// # Errors
 /// When the reactor or its thread could not be created (e.g. `EMFILE`); the error is kept and
 /// returned to every later caller, so a broken fallback fails clearly instead of hanging.
-pub fn handle() -> io::Result<Handle> {
+pub fn handle() -> io::Result<ReactorHandle> {
     FALLBACK
         .get_or_init(start)
         .clone()
         .map_err(|e| io::Error::other(format!("the weir fallback reactor could not start: {e}")))
 }
 
-fn start() -> Result<Handle, String> {
-    let cfg = Config {
+fn start() -> Result<ReactorHandle, String> {
+    let cfg = DriverConfig {
         index: FALLBACK_INDEX,
-        ..Config::default()
+        ..DriverConfig::default()
     };
     let driver = Driver::new(&cfg).map_err(|e| e.to_string())?;
     let handle = driver.handle().clone();

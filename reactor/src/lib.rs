@@ -5,8 +5,8 @@
 //!
 //! Every worker of a weir runtime owns one [`Driver`]: an epoll instance (or a mio poller)
 //! with an eventfd wake handle, a slab of registrations and a timer queue. The worker is the
-//! only thread that waits on it. Everyone else holds a [`Handle`], through which they register
-//! fds (`epoll_ctl` is thread-safe), arm timers and wake the owner.
+//! only thread that waits on it. Everyone else holds a [`ReactorHandle`], through which they
+//! register fds (`epoll_ctl` is thread-safe), arm timers and wake the owner.
 //!
 //! * **Registration.** An fd is registered once, edge-triggered, under a token made of its slab
 //!   index and a generation. Its [`ScheduledIo`](crate::io) entry holds the readiness bits the
@@ -17,30 +17,35 @@
 //!   backend (with the [`min_wait`] window if configured), marks readiness for the
 //!   collected events and wakes their tasks. Because a worker wakes tasks from its own thread,
 //!   the executor queues them on that worker.
-//! * **Waking.** [`Handle::unpark`] writes the eventfd only if the owner is actually blocked
-//!   (see `park.rs`); waking a running worker costs no syscall.
-//! * **Timers.** A sorted map from nanosecond deadline to waker per reactor (see
-//!   [`time`]).
+//! * **Waking.** [`ReactorHandle::unpark`] writes the eventfd only if the owner is actually
+//!   blocked (see `park_state.rs`); waking a running worker costs no syscall.
+//! * **Timers.** An indexed binary heap of nanosecond deadlines per reactor (see [`time`]).
+//! * **Backends.** One contract, checked by the compiler, that epoll and mio implement, with
+//!   the capabilities each has; Linux-only controls of a reactor (its epoll fd, kernel busy
+//!   poll) are in [`os::linux`].
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
-pub mod busy_poll;
+mod config;
+mod context;
 pub mod coop;
 mod driver;
 pub mod fallback;
 pub mod io;
 pub mod metrics;
 pub mod min_wait;
+pub mod os;
 #[doc(hidden)]
-pub mod park;
+pub mod park_state;
 mod ready;
 mod sys;
 pub mod thread;
 pub mod time;
 
-pub use busy_poll::KernelBusyPoll;
-pub use driver::{Config, DEFAULT_TIMER_SPIN, Driver, EnterGuard, Handle, MAX_EVENTS_LIMIT};
+pub use config::{DEFAULT_TIMER_SPIN, DriverConfig, MAX_EVENTS_LIMIT};
+pub use context::ReactorEnterGuard;
+pub use driver::{Driver, ReactorHandle};
 pub use io::{AsyncFd, AsyncFdReadyGuard, ReadyEvent, Registration};
 pub use metrics::ReactorStats;
 pub use min_wait::MinWait;

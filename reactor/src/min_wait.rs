@@ -142,8 +142,8 @@ pub(crate) struct WindowReport {
 /// a window and without it, the wait reads no clock (zero `blocked`): two clock readings per
 /// wait are a measurable share of a runtime's own cost per request.
 pub(crate) fn wait(
-    selector: &mut sys::Selector,
-    registry: &sys::Registry,
+    selector: &mut sys::AnySelector,
+    registry: &sys::AnyRegistry,
     out: &mut Vec<Event>,
     max: usize,
     timeout: Option<Duration>,

@@ -7,7 +7,7 @@ use std::thread;
 use std::time::Duration;
 
 use weir_reactor::metrics::event_bucket;
-use weir_reactor::{Backend, Config, Driver, Interest, MinWait, Registration};
+use weir_reactor::{Backend, Driver, DriverConfig, Interest, MinWait, Registration};
 
 fn pipe() -> (OwnedFd, OwnedFd) {
     let mut fds = [0; 2];
@@ -25,10 +25,10 @@ fn write1(fd: &OwnedFd) {
 }
 
 fn driver(backend: Backend, min_wait: MinWait) -> Driver {
-    Driver::new(&Config {
+    Driver::new(&DriverConfig {
         backend,
         min_wait,
-        ..Config::default()
+        ..DriverConfig::default()
     })
     .unwrap()
 }
@@ -163,9 +163,9 @@ fn unpark_of_a_running_owner_costs_no_syscall() {
 
 #[test]
 fn epoll_wait_fallback_still_never_wakes_early() {
-    let mut d = Driver::new(&Config {
+    let mut d = Driver::new(&DriverConfig {
         epoll_pwait2: false,
-        ..Config::default()
+        ..DriverConfig::default()
     })
     .unwrap();
     assert!(!d.is_precise());

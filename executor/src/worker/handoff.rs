@@ -122,7 +122,7 @@ fn hand_over(cx: &WorkerCx, mut core: Box<Core>) -> Result<Slot, Box<Core>> {
 }
 
 /// This thread stops being the worker: no more worker context, and a guest of `reactor`.
-fn leave(cx: &WorkerCx, reactor: &weir_reactor::Handle) {
+fn leave(cx: &WorkerCx, reactor: &weir_reactor::ReactorHandle) {
     let _ = WORKER.try_with(|c| c.set(ptr::null()));
     *cx.guest_reactor.borrow_mut() = Some(reactor.enter());
 }

@@ -119,7 +119,7 @@ mod loom_tests {
     use crate::inject::Inject;
     use loom::sync::Arc;
     use loom::thread;
-    use weir_reactor::park::{ModelEventFd as EventFd, ParkState, Prepare, Unpark};
+    use weir_reactor::park_state::{ModelEventFd as EventFd, ParkState, Prepare, Unpark};
 
     struct World {
         idle: Idle,

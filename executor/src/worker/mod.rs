@@ -115,7 +115,7 @@ pub(crate) struct Shared {
 /// The part of a worker other threads may touch.
 pub(crate) struct Remote {
     pub(crate) steal: Steal<Task>,
-    pub(crate) reactor: weir_reactor::Handle,
+    pub(crate) reactor: weir_reactor::ReactorHandle,
     /// Pinned (`spawn_local`) tasks of this worker woken on other threads.
     inbox: Mutex<Vec<Task>>,
     inbox_len: AtomicUsize,
@@ -166,7 +166,7 @@ struct WorkerCx {
     lent: Cell<Option<Box<Core>>>,
     /// After a hand-off: this thread's entry of the worker's reactor as a guest (not its
     /// owner any more), dropped before the owner's entry it sits on.
-    guest_reactor: RefCell<Option<weir_reactor::EnterGuard>>,
+    guest_reactor: RefCell<Option<weir_reactor::ReactorEnterGuard>>,
 }
 
 thread_local! {
@@ -284,7 +284,7 @@ impl Shared {
     }
 
     /// A reactor for a thread that is not a worker (block_on, blocking pool, `enter`).
-    pub(crate) fn pick_reactor(&self) -> &weir_reactor::Handle {
+    pub(crate) fn pick_reactor(&self) -> &weir_reactor::ReactorHandle {
         if let Some(i) = current_index()
             && i < self.remotes.len()
             && with_current(|cx| cx.is_some_and(|cx| ptr::eq(&*cx.shared, self)))
@@ -425,7 +425,7 @@ impl WorkerCx {
 /// The waker of a `block_on` future driven by a current-thread worker.
 struct RootWaker {
     woken: AtomicBool,
-    reactor: weir_reactor::Handle,
+    reactor: weir_reactor::ReactorHandle,
 }
 
 impl Wake for RootWaker {
@@ -710,7 +710,7 @@ impl Worker<'_> {
 
     /// I/O stealing: collects the ready events of peers' reactors whose owners are not parked
     /// and have not turned their reactor for `min_stall` (see
-    /// `weir_reactor::Handle::steal_events`), and queues their tasks here. Returns how many
+    /// `weir_reactor::ReactorHandle::steal_events`), and queues their tasks here. Returns how many
     /// were woken. The tasks' sockets stay registered where they are; only this wake-up moves.
     fn steal_io(&mut self, start: usize, min_stall: Duration) -> usize {
         let n = self.shared.remotes.len();
@@ -834,7 +834,7 @@ impl Core {
         self.local_thread
     }
 
-    pub(crate) fn reactor(&self) -> &weir_reactor::Handle {
+    pub(crate) fn reactor(&self) -> &weir_reactor::ReactorHandle {
         self.driver.handle()
     }
 }

@@ -14,7 +14,7 @@ use parking_lot::Mutex;
 use socket2::SockAddr;
 use weir_reactor::io::Readiness;
 use weir_reactor::time::{Sleep, sleep};
-use weir_reactor::{AsyncFd, Direction, Handle, Interest, ReadyEvent};
+use weir_reactor::{AsyncFd, Direction, Interest, ReactorHandle, ReadyEvent};
 
 use super::{TcpSocket, TcpStream};
 use crate::addr::{ToSocketAddrs, last_error, resolve};
@@ -205,7 +205,7 @@ impl TcpListener {
     /// Registers a listening, non-blocking socket.
     pub(crate) fn from_listening(
         std: std::net::TcpListener,
-        handle: Option<&Handle>,
+        handle: Option<&ReactorHandle>,
     ) -> io::Result<TcpListener> {
         let io = match handle {
             Some(h) => AsyncFd::with_handle(std, Interest::READABLE, h)?,
@@ -234,7 +234,7 @@ impl TcpListener {
     /// As [`from_std`](Self::from_std).
     pub fn from_std_with_handle(
         listener: std::net::TcpListener,
-        handle: &Handle,
+        handle: &ReactorHandle,
     ) -> io::Result<TcpListener> {
         listener.set_nonblocking(true)?;
         TcpListener::from_listening(listener, Some(handle))

@@ -9,7 +9,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use socket2::SockRef;
-use weir_reactor::{AsyncFd, Direction, Handle, Interest};
+use weir_reactor::{AsyncFd, Direction, Interest, ReactorHandle};
 
 use super::TcpSocket;
 use super::split::{ReadHalf, WriteHalf};
@@ -107,7 +107,7 @@ impl TcpStream {
         Ok(stream)
     }
 
-    fn register(std: std::net::TcpStream, handle: Option<&Handle>) -> io::Result<TcpStream> {
+    fn register(std: std::net::TcpStream, handle: Option<&ReactorHandle>) -> io::Result<TcpStream> {
         let interest = Interest::READABLE | Interest::WRITABLE;
         let io = match handle {
             Some(h) => AsyncFd::with_handle(std, interest, h)?,
@@ -147,7 +147,7 @@ impl TcpStream {
     /// The error of registering the fd (e.g. the reactor has shut down).
     pub fn from_std_with_handle(
         stream: std::net::TcpStream,
-        handle: &Handle,
+        handle: &ReactorHandle,
     ) -> io::Result<TcpStream> {
         debug_assert!(
             is_nonblocking(stream.as_raw_fd()),
@@ -350,7 +350,7 @@ impl TcpStream {
 
 /// On a worker of a multi-worker runtime, the reactor with the fewest registrations, preferring
 /// the current worker's; `None` elsewhere.
-fn least_loaded_worker_reactor() -> Option<Handle> {
+fn least_loaded_worker_reactor() -> Option<ReactorHandle> {
     let me = weir_executor::current_worker_index()?;
     let rt = weir_executor::Handle::try_current().ok()?;
     let n = rt.num_workers();

@@ -6,7 +6,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::task::{Context, Poll, ready};
 
 use super::{ReadyEvent, Registration};
-use crate::{Direction, Handle, Interest, Ready};
+use crate::{Direction, Interest, ReactorHandle, Ready};
 
 /// Associates an fd (anything [`AsRawFd`], set to non-blocking mode by the caller) with the
 /// reactor of the current worker, and waits for its readiness.
@@ -21,9 +21,9 @@ use crate::{Direction, Handle, Interest, Ready};
 /// # Example
 /// ```
 /// use std::os::fd::{FromRawFd, OwnedFd};
-/// use weir_reactor::{AsyncFd, Config, Driver};
+/// use weir_reactor::{AsyncFd, Driver, DriverConfig};
 ///
-/// let driver = Driver::new(&Config::default())?;
+/// let driver = Driver::new(&DriverConfig::default())?;
 /// let _enter = driver.enter();
 /// // SAFETY: eventfd takes no pointers; the result is checked before use.
 /// let raw = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
@@ -67,7 +67,11 @@ impl<T: AsRawFd> AsyncFd<T> {
     ///
     /// # Errors
     /// As [`new`](Self::new).
-    pub fn with_handle(inner: T, interest: Interest, handle: &Handle) -> io::Result<AsyncFd<T>> {
+    pub fn with_handle(
+        inner: T,
+        interest: Interest,
+        handle: &ReactorHandle,
+    ) -> io::Result<AsyncFd<T>> {
         let reg = Registration::with_handle(inner.as_raw_fd(), interest, handle)?;
         Ok(AsyncFd {
             reg,

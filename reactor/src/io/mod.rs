@@ -2,9 +2,7 @@
 
 mod async_fd;
 mod registration;
-mod scheduled;
 
+pub use crate::driver::ReadyEvent;
 pub use async_fd::{AsyncFd, AsyncFdReadyGuard, TryIoError};
 pub use registration::{Readiness, Registration};
-pub use scheduled::ReadyEvent;
-pub(crate) use scheduled::ScheduledIo;

@@ -8,9 +8,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
-use super::{ReadyEvent, ScheduledIo};
-use crate::driver::gone;
-use crate::{Direction, Handle, Interest, Ready, coop};
+use super::ReadyEvent;
+use crate::driver::{ScheduledIo, gone};
+use crate::{Direction, Interest, ReactorHandle, Ready, coop};
 
 /// An fd registered (edge-triggered) with a reactor.
 ///
@@ -21,7 +21,7 @@ use crate::{Direction, Handle, Interest, Ready, coop};
 /// Readiness is tracked per registration: the driver sets bits when events arrive, operations
 /// clear them when they hit `WouldBlock` ([`clear_readiness`](Self::clear_readiness)).
 pub struct Registration {
-    handle: Handle,
+    handle: ReactorHandle,
     shared: Arc<ScheduledIo>,
     token: u64,
 }
@@ -35,7 +35,7 @@ impl Registration {
     /// When the reactor has shut down, the fallback reactor could not start, or the OS error of
     /// `epoll_ctl` (e.g. `EPERM` for a regular file, `EEXIST` if `fd` is already registered).
     pub fn new(fd: RawFd, interest: Interest) -> io::Result<Registration> {
-        let handle = Handle::current_or_fallback()?;
+        let handle = ReactorHandle::current_or_fallback()?;
         Registration::with_handle(fd, interest, &handle)
     }
 
@@ -43,7 +43,11 @@ impl Registration {
     ///
     /// # Errors
     /// As [`new`](Self::new).
-    pub fn with_handle(fd: RawFd, interest: Interest, handle: &Handle) -> io::Result<Registration> {
+    pub fn with_handle(
+        fd: RawFd,
+        interest: Interest,
+        handle: &ReactorHandle,
+    ) -> io::Result<Registration> {
         let (shared, token) = handle.add_source(fd, interest)?;
         Ok(Registration {
             handle: handle.clone(),
@@ -53,7 +57,7 @@ impl Registration {
     }
 
     /// The reactor this registration belongs to.
-    pub fn handle(&self) -> &Handle {
+    pub fn handle(&self) -> &ReactorHandle {
         &self.handle
     }
 

@@ -13,7 +13,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
-use super::{Event, SysConfig, WAKE_TOKEN};
+use super::{Capabilities, Event, SysConfig, WAKE_TOKEN};
 use crate::{Interest, Ready};
 
 /// Returns the result of a libc call that reports failure as -1 with `errno`.
@@ -37,29 +37,6 @@ pub(crate) struct Selector {
     buf: Vec<libc::epoll_event>,
     /// `false` once `epoll_pwait2` returned `ENOSYS` or when configured off.
     pwait2: bool,
-}
-
-pub(crate) fn new(cfg: &SysConfig) -> io::Result<(Selector, Registry)> {
-    // SAFETY: epoll_create1 takes no pointers; the result is checked before use.
-    let epfd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
-    // SAFETY: `epfd` was just returned by the kernel and is owned by nobody else.
-    let epfd = unsafe { OwnedFd::from_raw_fd(epfd) };
-    // SAFETY: eventfd takes no pointers; the result is checked before use.
-    let efd = cvt(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) })?;
-    // SAFETY: `efd` was just returned by the kernel and is owned by nobody else.
-    let eventfd = unsafe { OwnedFd::from_raw_fd(efd) };
-    let registry = Registry { epfd, eventfd };
-    registry.ctl(
-        libc::EPOLL_CTL_ADD,
-        registry.eventfd.as_raw_fd(),
-        (libc::EPOLLIN | libc::EPOLLET) as u32,
-        WAKE_TOKEN,
-    )?;
-    let selector = Selector {
-        buf: vec![libc::epoll_event { events: 0, u64: 0 }; cfg.max_events.max(1)],
-        pwait2: cfg.epoll_pwait2,
-    };
-    Ok((selector, registry))
 }
 
 fn interest_to_epoll(interest: Interest) -> u32 {
@@ -112,22 +89,29 @@ impl Registry {
         Ok(())
     }
 
-    pub(crate) fn register(&self, fd: RawFd, token: u64, interest: Interest) -> io::Result<()> {
+    /// The epoll instance's fd (for the Linux-only controls of `crate::os::linux`).
+    pub(crate) fn epoll_fd(&self) -> RawFd {
+        self.epfd.as_raw_fd()
+    }
+}
+
+impl super::Registry for Registry {
+    fn register(&self, fd: RawFd, token: u64, interest: Interest) -> io::Result<()> {
         self.ctl(libc::EPOLL_CTL_ADD, fd, interest_to_epoll(interest), token)
     }
 
-    pub(crate) fn reregister(&self, fd: RawFd, token: u64, interest: Interest) -> io::Result<()> {
+    fn reregister(&self, fd: RawFd, token: u64, interest: Interest) -> io::Result<()> {
         self.ctl(libc::EPOLL_CTL_MOD, fd, interest_to_epoll(interest), token)
     }
 
-    pub(crate) fn deregister(&self, fd: RawFd) -> io::Result<()> {
+    fn deregister(&self, fd: RawFd) -> io::Result<()> {
         self.ctl(libc::EPOLL_CTL_DEL, fd, 0, 0)
     }
 
     /// A non-blocking `epoll_wait` on this instance from any thread (I/O stealing by an idle
     /// worker): appends up to `max` (at most 64) events to `out`. Edge-triggered events go to
     /// exactly one waiter, so whatever this returns the owner will not see.
-    pub(crate) fn poll_now(&self, out: &mut Vec<Event>, max: usize) -> io::Result<usize> {
+    fn steal(&self, out: &mut Vec<Event>, max: usize) -> io::Result<usize> {
         const ROOM: usize = 64;
         let mut buf = [libc::epoll_event { events: 0, u64: 0 }; ROOM];
         let room = max.min(ROOM) as libc::c_int;
@@ -154,7 +138,7 @@ impl Registry {
     ///
     /// Edge-triggered: every write is a new edge, so the counter is never read back on the hot
     /// path. Only when it is about to overflow (`EAGAIN`, after 2^64-2 wakes) is it drained.
-    pub(crate) fn wake(&self) -> io::Result<()> {
+    fn wake(&self) -> io::Result<()> {
         let one: u64 = 1;
         loop {
             // SAFETY: writes 8 bytes from a live u64 to the eventfd owned by `self`.
@@ -186,18 +170,49 @@ impl Registry {
             }
         }
     }
-
-    pub(crate) fn epoll_fd(&self) -> RawFd {
-        self.epfd.as_raw_fd()
-    }
 }
 
-impl Selector {
-    pub(crate) fn precise(&self) -> bool {
+impl super::Selector for Selector {
+    type Registry = Registry;
+
+    const CAPABILITIES: Capabilities = Capabilities {
+        // `epoll_pwait2`; on kernels before 5.11, millisecond `epoll_wait` (see `precise`).
+        precise_timeouts: true,
+        native_min_wait: false,
+        // `epoll_ctl` and eventfd writes are thread-safe, also during a wait.
+        remote_registration: true,
+        // A zero-timeout `epoll_wait` on the shared epoll fd.
+        stealing: true,
+    };
+
+    fn new(cfg: &SysConfig) -> io::Result<(Selector, Registry)> {
+        // SAFETY: epoll_create1 takes no pointers; the result is checked before use.
+        let epfd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
+        // SAFETY: `epfd` was just returned by the kernel and is owned by nobody else.
+        let epfd = unsafe { OwnedFd::from_raw_fd(epfd) };
+        // SAFETY: eventfd takes no pointers; the result is checked before use.
+        let efd = cvt(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) })?;
+        // SAFETY: `efd` was just returned by the kernel and is owned by nobody else.
+        let eventfd = unsafe { OwnedFd::from_raw_fd(efd) };
+        let registry = Registry { epfd, eventfd };
+        registry.ctl(
+            libc::EPOLL_CTL_ADD,
+            registry.eventfd.as_raw_fd(),
+            (libc::EPOLLIN | libc::EPOLLET) as u32,
+            WAKE_TOKEN,
+        )?;
+        let selector = Selector {
+            buf: vec![libc::epoll_event { events: 0, u64: 0 }; cfg.max_events.max(1)],
+            pwait2: cfg.epoll_pwait2,
+        };
+        Ok((selector, registry))
+    }
+
+    fn precise(&self) -> bool {
         self.pwait2
     }
 
-    pub(crate) fn select(
+    fn select(
         &mut self,
         registry: &Registry,
         out: &mut Vec<Event>,
@@ -219,7 +234,9 @@ impl Selector {
         }));
         Ok(n)
     }
+}
 
+impl Selector {
     fn wait(&mut self, epfd: RawFd, room: usize, timeout: Option<Duration>) -> io::Result<usize> {
         let room = room.min(libc::c_int::MAX as usize) as libc::c_int;
         if self.pwait2 {

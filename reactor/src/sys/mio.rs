@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use mio::unix::SourceFd;
 
-use super::{Event, SysConfig, WAKE_TOKEN};
+use super::{Capabilities, Event, SysConfig, WAKE_TOKEN};
 use crate::{Interest, Ready};
 
 /// mio tokens are `usize`; the wake handle takes the largest.
@@ -24,19 +24,6 @@ pub(crate) struct Registry {
 pub(crate) struct Selector {
     poll: mio::Poll,
     events: mio::Events,
-}
-
-pub(crate) fn new(cfg: &SysConfig) -> io::Result<(Selector, Registry)> {
-    let poll = mio::Poll::new()?;
-    let registry = poll.registry().try_clone()?;
-    let waker = mio::Waker::new(&registry, MIO_WAKE_TOKEN)?;
-    Ok((
-        Selector {
-            poll,
-            events: mio::Events::with_capacity(cfg.max_events.max(1)),
-        },
-        Registry { registry, waker },
-    ))
 }
 
 fn to_mio(interest: Interest) -> io::Result<mio::Interest> {
@@ -63,32 +50,68 @@ fn token(t: u64) -> io::Result<mio::Token> {
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "token out of range for mio"))
 }
 
-impl Registry {
-    pub(crate) fn register(&self, fd: RawFd, t: u64, interest: Interest) -> io::Result<()> {
+impl super::Registry for Registry {
+    fn register(&self, fd: RawFd, t: u64, interest: Interest) -> io::Result<()> {
         self.registry
             .register(&mut SourceFd(&fd), token(t)?, to_mio(interest)?)
     }
 
-    pub(crate) fn reregister(&self, fd: RawFd, t: u64, interest: Interest) -> io::Result<()> {
+    fn reregister(&self, fd: RawFd, t: u64, interest: Interest) -> io::Result<()> {
         self.registry
             .reregister(&mut SourceFd(&fd), token(t)?, to_mio(interest)?)
     }
 
-    pub(crate) fn deregister(&self, fd: RawFd) -> io::Result<()> {
+    fn deregister(&self, fd: RawFd) -> io::Result<()> {
         self.registry.deregister(&mut SourceFd(&fd))
     }
 
-    pub(crate) fn wake(&self) -> io::Result<()> {
+    fn wake(&self) -> io::Result<()> {
         self.waker.wake()
+    }
+
+    /// mio's poller cannot be shared: no stealing.
+    fn steal(&self, out: &mut Vec<Event>, max: usize) -> io::Result<usize> {
+        let _ = (out, max);
+        Ok(0)
     }
 }
 
-impl Selector {
+impl super::Selector for Selector {
+    type Registry = Registry;
+
+    const CAPABILITIES: Capabilities = Capabilities {
+        // mio rounds every timeout up to whole milliseconds.
+        precise_timeouts: false,
+        native_min_wait: false,
+        // `mio::Registry` and `mio::Waker` are `Sync`.
+        remote_registration: true,
+        // `mio::Poll` belongs to its one owner.
+        stealing: false,
+    };
+
+    fn new(cfg: &SysConfig) -> io::Result<(Selector, Registry)> {
+        let poll = mio::Poll::new()?;
+        let registry = poll.registry().try_clone()?;
+        let waker = mio::Waker::new(&registry, MIO_WAKE_TOKEN)?;
+        Ok((
+            Selector {
+                poll,
+                events: mio::Events::with_capacity(cfg.max_events.max(1)),
+            },
+            Registry { registry, waker },
+        ))
+    }
+
+    fn precise(&self) -> bool {
+        false
+    }
+
     /// Appends up to `max - out.len()` events. mio's buffer has a fixed capacity of `max`; when
     /// less room is left (the collecting poll of a min_wait window), the surplus is still
     /// appended rather than lost, since edge-triggered events are not reported twice.
-    pub(crate) fn select(
+    fn select(
         &mut self,
+        _registry: &Registry,
         out: &mut Vec<Event>,
         max: usize,
         timeout: Option<Duration>,

@@ -1,27 +1,42 @@
-//! The driver contract and the backends that implement it.
+//! The backend contract, the backends that implement it, and the enums the driver holds.
 //!
-//! # Contract
+//! # The contract
 //!
-//! Every backend provides two types, split by who may touch them:
+//! A backend is two types, split by who may touch them, each implementing one trait of this
+//! module: the shared half [`Registry`] and the owner's half [`Selector`]. The traits are the
+//! contract; the compiler checks that every backend meets it. The driver holds the closed set
+//! of backends in two enums, [`AnyRegistry`] and [`AnySelector`], whose methods are one `match`
+//! each and call the traits: the set is known, so the dispatch is a predictable branch, not a
+//! virtual call.
 //!
-//! * `Registry` — shared by every thread (`Send + Sync`), lives in the reactor's shared state:
-//!   - `register(fd, token, interest)`: start reporting readiness of `fd` under `token`,
-//!     edge-triggered (an event is reported when readiness *changes*, not while it lasts);
-//!   - `reregister(fd, token, interest)`: change the interest or token of a registered fd;
-//!   - `deregister(fd)`: stop reporting `fd`; events already collected may still carry its token;
-//!   - `wake()`: make a blocked `select` return with a [`WAKE_TOKEN`] event. Callable from any
-//!     thread, any number of times; costs one syscall.
-//! * `Selector` — owned by the one thread that waits (the worker):
-//!   - `select(registry, out, max, timeout) -> io::Result<usize>`: append ready events to `out`
-//!     (never more than `max - out.len()`), block up to `timeout` if none are ready (`None` blocks,
-//!     `Some(ZERO)` never blocks), return how many it appended. `EINTR` is reported as zero events.
-//!   - `precise()`: whether `select` honours sub-millisecond timeouts.
+//! Nothing above this module names an OS call. The min_wait window is built on
+//! [`Selector::select`] in one place for every backend without native support
+//! ([`crate::min_wait`]).
 //!
-//! The min_wait window is built on `select` in one place for every backend that lacks kernel
-//! support: [`crate::min_wait`]. Nothing above this module names an OS call.
+//! # Adding a backend: the checklist
 //!
-//! Backends are chosen at runtime with an enum ([`Backend`](crate::Backend)), not a trait object:
-//! the set is closed and the dispatch is a predictable branch.
+//! 1. A `Registry` type: `Send + Sync`, kept in the reactor's shared state, and [`Registry`]
+//!    for it — `register`, `reregister`, `deregister`, `wake`, `steal`, with the semantics
+//!    documented on each method (edge-triggered readiness, tokens, wake-ups).
+//! 2. A `Selector` type: `Send` (a worker may move to another thread), owned by the one thread
+//!    that waits, and [`Selector`] for it — `new` building both halves (with the wake handle
+//!    registered under [`WAKE_TOKEN`]), `select`, `precise`, and the backend's
+//!    [`Capabilities`] as `Selector::CAPABILITIES`. Whatever the capabilities do not promise,
+//!    the driver does not ask for:
+//!    - no `precise_timeouts`: timers may fire up to the backend's granularity late, never early;
+//!    - no `native_min_wait`: the window is built on `select` by [`crate::min_wait`] (a backend
+//!      that sets it also needs its batching wait wired into that module — not done yet, since
+//!      no backend has it);
+//!    - no `remote_registration`: the backend cannot serve a multi-worker runtime, whose
+//!      threads register fds on each other's reactors;
+//!    - no `stealing`: idle workers leave this reactor's events to its owner.
+//! 3. A variant in [`Backend`](crate::Backend), [`AnyRegistry`] and [`AnySelector`], and an arm
+//!    in each of their `match`es (the compiler lists the ones missing).
+//! 4. The tests that run on each backend: the reactor's `tests/` and the integration tests'
+//!    list of backends (`integration/tests/common`).
+//!
+//! The contract reports *readiness*. A completion-based kernel interface (io_uring) meets it by
+//! reporting readiness too (poll requests), not completions of reads and writes.
 
 use std::io;
 use std::os::fd::RawFd;
@@ -65,25 +80,97 @@ pub(crate) struct SysConfig {
     pub(crate) max_events: usize,
 }
 
-pub(crate) enum Registry {
+/// What a backend can do beyond the minimum of the contract. See the checklist in the
+/// [module docs](self) for what the driver does without each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Capabilities {
+    /// `select` can honour timeouts at nanosecond precision (at best: [`Selector::precise`]
+    /// says whether it does now).
+    pub(crate) precise_timeouts: bool,
+    /// The backend can hold a blocking wait open for a min_wait window itself (the kernel
+    /// gathers the batch).
+    pub(crate) native_min_wait: bool,
+    /// [`Registry`] may be used from any thread, including while the owner is blocked in
+    /// `select`: another worker can register fds on this reactor and wake it.
+    pub(crate) remote_registration: bool,
+    /// [`Registry::steal`] collects events from a thread other than the owner.
+    pub(crate) stealing: bool,
+}
+
+/// The shared half of a backend: kept in the reactor's shared state and used by every thread.
+pub(crate) trait Registry: Send + Sync {
+    /// Starts reporting readiness of `fd` under `token`, edge-triggered: an event is reported
+    /// when readiness *changes*, not while it lasts. `token` is never [`WAKE_TOKEN`].
+    fn register(&self, fd: RawFd, token: u64, interest: Interest) -> io::Result<()>;
+
+    /// Changes the interest or token of a registered fd.
+    fn reregister(&self, fd: RawFd, token: u64, interest: Interest) -> io::Result<()>;
+
+    /// Stops reporting `fd`. Events already collected may still carry its token (the driver
+    /// drops them by generation).
+    fn deregister(&self, fd: RawFd) -> io::Result<()>;
+
+    /// Makes a blocked (or the next) `select` return with a [`WAKE_TOKEN`] event. Callable from
+    /// any thread, any number of times; one syscall at most.
+    fn wake(&self) -> io::Result<()>;
+
+    /// I/O stealing: a non-blocking poll from a thread other than the owner, appending up to
+    /// `max` events to `out` and returning how many. An event returned here is not reported to
+    /// the owner's `select` (edge-triggered events go to one waiter). `EINTR` is zero events.
+    /// A backend without [`Capabilities::stealing`] returns `Ok(0)` and appends nothing.
+    fn steal(&self, out: &mut Vec<Event>, max: usize) -> io::Result<usize>;
+}
+
+/// The owner's half of a backend: used by the one thread that waits on the reactor.
+pub(crate) trait Selector: Send + Sized {
+    /// The shared half built with this selector.
+    type Registry: Registry;
+
+    /// What this backend can do; see [`Capabilities`].
+    const CAPABILITIES: Capabilities;
+
+    /// Builds both halves, with the wake handle already registered under [`WAKE_TOKEN`].
+    fn new(cfg: &SysConfig) -> io::Result<(Self, Self::Registry)>;
+
+    /// Appends ready events to `out`, blocking up to `timeout` if none are ready (`None` blocks
+    /// until an event or a wake-up, `Some(ZERO)` never blocks), and returns how many it
+    /// appended. It appends at most `max - out.len()`, unless the backend's buffer cannot be
+    /// sized per call: then it appends the surplus rather than lose edge-triggered events.
+    /// A timeout is never cut short: a coarse backend rounds it **up**. `EINTR` is reported as
+    /// zero events. `registry` is the half built with this selector.
+    fn select(
+        &mut self,
+        registry: &Self::Registry,
+        out: &mut Vec<Event>,
+        max: usize,
+        timeout: Option<Duration>,
+    ) -> io::Result<usize>;
+
+    /// `true` if `select` honours sub-millisecond timeouts right now.
+    fn precise(&self) -> bool;
+}
+
+/// The shared half of whichever backend a reactor was built with.
+pub(crate) enum AnyRegistry {
     #[cfg(target_os = "linux")]
     Epoll(epoll::Registry),
     Mio(mio::Registry),
 }
 
-pub(crate) enum Selector {
+/// The owner's half of whichever backend a reactor was built with.
+pub(crate) enum AnySelector {
     #[cfg(target_os = "linux")]
     Epoll(epoll::Selector),
     Mio(mio::Selector),
 }
 
-/// Builds a backend: the shared registry (with its wake handle registered) and the selector.
-pub(crate) fn new(cfg: &SysConfig) -> io::Result<(Selector, Registry)> {
+/// Builds a backend: the selector and the shared registry (with its wake handle registered).
+pub(crate) fn new(cfg: &SysConfig) -> io::Result<(AnySelector, AnyRegistry)> {
     match cfg.backend {
         #[cfg(target_os = "linux")]
         Backend::Epoll => {
-            let (s, r) = epoll::new(cfg)?;
-            Ok((Selector::Epoll(s), Registry::Epoll(r)))
+            let (s, r) = <epoll::Selector as Selector>::new(cfg)?;
+            Ok((AnySelector::Epoll(s), AnyRegistry::Epoll(r)))
         }
         #[cfg(not(target_os = "linux"))]
         Backend::Epoll => Err(io::Error::new(
@@ -91,80 +178,87 @@ pub(crate) fn new(cfg: &SysConfig) -> io::Result<(Selector, Registry)> {
             "the epoll backend exists only on Linux; use Backend::Mio",
         )),
         Backend::Mio => {
-            let (s, r) = mio::new(cfg)?;
-            Ok((Selector::Mio(s), Registry::Mio(r)))
+            let (s, r) = <mio::Selector as Selector>::new(cfg)?;
+            Ok((AnySelector::Mio(s), AnyRegistry::Mio(r)))
         }
     }
 }
 
-impl Registry {
+impl AnyRegistry {
     pub(crate) fn register(&self, fd: RawFd, token: u64, interest: Interest) -> io::Result<()> {
         match self {
             #[cfg(target_os = "linux")]
-            Registry::Epoll(r) => r.register(fd, token, interest),
-            Registry::Mio(r) => r.register(fd, token, interest),
+            AnyRegistry::Epoll(r) => Registry::register(r, fd, token, interest),
+            AnyRegistry::Mio(r) => Registry::register(r, fd, token, interest),
         }
     }
 
     pub(crate) fn reregister(&self, fd: RawFd, token: u64, interest: Interest) -> io::Result<()> {
         match self {
             #[cfg(target_os = "linux")]
-            Registry::Epoll(r) => r.reregister(fd, token, interest),
-            Registry::Mio(r) => r.reregister(fd, token, interest),
+            AnyRegistry::Epoll(r) => Registry::reregister(r, fd, token, interest),
+            AnyRegistry::Mio(r) => Registry::reregister(r, fd, token, interest),
         }
     }
 
     pub(crate) fn deregister(&self, fd: RawFd) -> io::Result<()> {
         match self {
             #[cfg(target_os = "linux")]
-            Registry::Epoll(r) => r.deregister(fd),
-            Registry::Mio(r) => r.deregister(fd),
+            AnyRegistry::Epoll(r) => Registry::deregister(r, fd),
+            AnyRegistry::Mio(r) => Registry::deregister(r, fd),
         }
     }
 
     pub(crate) fn wake(&self) -> io::Result<()> {
         match self {
             #[cfg(target_os = "linux")]
-            Registry::Epoll(r) => r.wake(),
-            Registry::Mio(r) => r.wake(),
+            AnyRegistry::Epoll(r) => Registry::wake(r),
+            AnyRegistry::Mio(r) => Registry::wake(r),
         }
     }
 
-    /// Non-blocking poll from a thread other than the selector's owner (I/O stealing):
-    /// appends up to `max` events. The mio backend cannot share its poller and returns none.
-    pub(crate) fn poll_now(&self, out: &mut Vec<Event>, max: usize) -> io::Result<usize> {
+    pub(crate) fn steal(&self, out: &mut Vec<Event>, max: usize) -> io::Result<usize> {
         match self {
             #[cfg(target_os = "linux")]
-            Registry::Epoll(r) => r.poll_now(out, max),
-            Registry::Mio(_) => {
-                let _ = (out, max);
-                Ok(0)
-            }
+            AnyRegistry::Epoll(r) => Registry::steal(r, out, max),
+            AnyRegistry::Mio(r) => Registry::steal(r, out, max),
         }
     }
 
-    /// The raw epoll fd, for backend-specific controls (kernel busy poll). `None` on mio.
+    /// The capabilities of this registry's backend.
+    pub(crate) fn capabilities(&self) -> Capabilities {
+        match self {
+            #[cfg(target_os = "linux")]
+            AnyRegistry::Epoll(_) => <epoll::Selector as Selector>::CAPABILITIES,
+            AnyRegistry::Mio(_) => <mio::Selector as Selector>::CAPABILITIES,
+        }
+    }
+
+    /// The epoll instance's fd, for the Linux-only controls of [`crate::os::linux`]. `None` on
+    /// other backends.
+    #[cfg(target_os = "linux")]
     pub(crate) fn epoll_fd(&self) -> Option<RawFd> {
         match self {
-            #[cfg(target_os = "linux")]
-            Registry::Epoll(r) => Some(r.epoll_fd()),
-            Registry::Mio(_) => None,
+            AnyRegistry::Epoll(r) => Some(r.epoll_fd()),
+            AnyRegistry::Mio(_) => None,
         }
     }
 }
 
-impl Selector {
+impl AnySelector {
     pub(crate) fn select(
         &mut self,
-        registry: &Registry,
+        registry: &AnyRegistry,
         out: &mut Vec<Event>,
         max: usize,
         timeout: Option<Duration>,
     ) -> io::Result<usize> {
         match (self, registry) {
             #[cfg(target_os = "linux")]
-            (Selector::Epoll(s), Registry::Epoll(r)) => s.select(r, out, max, timeout),
-            (Selector::Mio(s), Registry::Mio(_)) => s.select(out, max, timeout),
+            (AnySelector::Epoll(s), AnyRegistry::Epoll(r)) => {
+                Selector::select(s, r, out, max, timeout)
+            }
+            (AnySelector::Mio(s), AnyRegistry::Mio(r)) => Selector::select(s, r, out, max, timeout),
             #[allow(unreachable_patterns)]
             _ => unreachable!("selector and registry come from the same backend"),
         }
@@ -174,8 +268,20 @@ impl Selector {
     pub(crate) fn precise(&self) -> bool {
         match self {
             #[cfg(target_os = "linux")]
-            Selector::Epoll(s) => s.precise(),
-            Selector::Mio(_) => false,
+            AnySelector::Epoll(s) => Selector::precise(s),
+            AnySelector::Mio(s) => Selector::precise(s),
         }
     }
 }
+
+/// The driver builds every min_wait window on `select` ([`crate::min_wait`]); a backend with a
+/// native window needs its batching wait wired in there before it may claim one.
+const _: () = {
+    #[cfg(target_os = "linux")]
+    assert!(!<epoll::Selector as Selector>::CAPABILITIES.native_min_wait);
+    assert!(!<mio::Selector as Selector>::CAPABILITIES.native_min_wait);
+    // Every runtime with several workers registers fds across reactors.
+    #[cfg(target_os = "linux")]
+    assert!(<epoll::Selector as Selector>::CAPABILITIES.remote_registration);
+    assert!(<mio::Selector as Selector>::CAPABILITIES.remote_registration);
+};

@@ -4,8 +4,8 @@ use std::fmt;
 use std::ops::{Add, AddAssign, Sub, SubAssign};
 use std::time::Duration;
 
-/// About 30 years: how far away a deadline that does not fit an `Instant` is put.
-const FAR: Duration = Duration::from_secs(86_400 * 365 * 30);
+// About 30 years: how far away a deadline that does not fit an `Instant` is put.
+use crate::driver::FAR_FUTURE as FAR;
 
 /// A reading of the monotonic clock that weir's timers use.
 ///

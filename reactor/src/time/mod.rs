@@ -24,11 +24,9 @@
 mod clock;
 mod instant;
 mod interval;
-pub(crate) mod queue;
 mod sleep;
 mod timeout;
 
-pub(crate) use clock::Clock;
 pub use clock::{advance, pause, resume};
 pub use instant::Instant;
 pub use interval::{Interval, MissedTickBehavior, interval, interval_at};

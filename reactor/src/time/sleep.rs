@@ -5,8 +5,8 @@ use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use super::Instant;
-use super::queue::TimerKey;
-use crate::{Handle, coop};
+use crate::driver::TimerKey;
+use crate::{ReactorHandle, coop};
 
 /// Waits until `duration` has elapsed.
 ///
@@ -43,7 +43,7 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 }
 
 struct Armed {
-    handle: Handle,
+    handle: ReactorHandle,
     key: TimerKey,
 }
 
@@ -113,7 +113,7 @@ impl Future for Sleep {
             // The reactor shut down and dropped its timers: arming again reports that.
             this.entry = None;
         }
-        let (handle, owner) = Handle::current_for_timer();
+        let (handle, owner) = ReactorHandle::current_for_timer();
         if handle.has_passed(this.deadline.into_std()) {
             this.fired = true;
             coop.made_progress();

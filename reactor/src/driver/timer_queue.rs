@@ -181,11 +181,15 @@ pub(crate) fn to_ns(t: Instant) -> u64 {
     u64::try_from(t.saturating_duration_since(base()).as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// The instant `ns` nanoseconds after the base (saturating far in the future).
+/// How far ahead "never" is: about 30 years (also the deadline of a timer meant never to
+/// fire, `time::Instant::far_future`).
+pub(crate) const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
+
+/// The instant `ns` nanoseconds after the base (saturating to [`FAR_FUTURE`] from now).
 pub(crate) fn from_ns(ns: u64) -> Instant {
     base()
         .checked_add(Duration::from_nanos(ns))
-        .unwrap_or_else(|| super::Instant::far_future().into_std())
+        .unwrap_or_else(|| Instant::now() + FAR_FUTURE)
 }
 
 #[cfg(test)]

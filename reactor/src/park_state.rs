@@ -1,4 +1,6 @@
-//! Parking the reactor's owner thread, and waking it only when it sleeps.
+//! Parking the reactor's owner thread, and waking it only when it sleeps: the one word of state
+//! that tells an unpark whether the wake handle must be written. (The executor's spin-then-park
+//! of an idle worker, which ends in [`Driver::park`](crate::Driver::park), is its own module.)
 //!
 //! # State machine
 //!

@@ -1,0 +1,86 @@
+//! How a reactor is built ([`DriverConfig`]), its defaults and limits, and its validation.
+
+use std::io;
+use std::time::Duration;
+
+use crate::min_wait::MinWait;
+use crate::sys::{Backend, SysConfig};
+
+/// Largest accepted `max_events`.
+pub const MAX_EVENTS_LIMIT: usize = 1 << 16;
+
+/// Default of [`DriverConfig::timer_spin`].
+pub const DEFAULT_TIMER_SPIN: Duration = Duration::from_micros(50);
+
+/// How a reactor is built.
+#[derive(Clone, Debug)]
+pub struct DriverConfig {
+    /// Which backend to drive.
+    pub backend: Backend,
+    /// The min_wait policy of blocking waits.
+    pub min_wait: MinWait,
+    /// Events collected per wait at most (`maxevents`).
+    pub max_events: usize,
+    /// Use `epoll_pwait2` when available; `false` forces the millisecond `epoll_wait` fallback.
+    pub epoll_pwait2: bool,
+    /// The index of the worker that owns this reactor (for tracing).
+    pub index: usize,
+    /// Most a wait bounded by a timer may end early to spin until the deadline (`ZERO`: never
+    /// spin). See [`Driver::park`](crate::Driver::park).
+    pub timer_spin: Duration,
+    /// The reactor's clock may be paused ([`time::pause`](crate::time::pause)): set for the one
+    /// reactor of a current-thread runtime.
+    pub pausable_clock: bool,
+    /// Start with the clock paused; needs `pausable_clock`.
+    pub start_paused: bool,
+}
+
+impl Default for DriverConfig {
+    fn default() -> DriverConfig {
+        DriverConfig {
+            backend: Backend::default(),
+            min_wait: MinWait::Off,
+            max_events: 1024,
+            epoll_pwait2: true,
+            index: 0,
+            timer_spin: DEFAULT_TIMER_SPIN,
+            pausable_clock: false,
+            start_paused: false,
+        }
+    }
+}
+
+impl DriverConfig {
+    /// Checks the settings a reactor cannot be built with.
+    ///
+    /// # Errors
+    /// `InvalidInput` for a `max_events` of 0 or above [`MAX_EVENTS_LIMIT`], or `start_paused`
+    /// without `pausable_clock`.
+    pub(crate) fn validate(&self) -> io::Result<()> {
+        if self.start_paused && !self.pausable_clock {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "start_paused needs a pausable clock (a current-thread runtime)",
+            ));
+        }
+        if self.max_events == 0 || self.max_events > MAX_EVENTS_LIMIT {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "max_events = {} is out of range 1..={MAX_EVENTS_LIMIT}",
+                    self.max_events
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// What the backend is built with.
+    pub(crate) fn sys(&self) -> SysConfig {
+        SysConfig {
+            backend: self.backend,
+            epoll_pwait2: self.epoll_pwait2,
+            max_events: self.max_events,
+        }
+    }
+}

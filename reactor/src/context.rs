@@ -1,0 +1,158 @@
+//! Which reactor is current on a thread: the thread-local, entering a reactor
+//! ([`Driver::enter`], [`ReactorHandle::enter`]), looking it up ([`ReactorHandle::current`] and
+//! its variants), and the choice of the [fallback reactor](crate::fallback) when there is none.
+
+use std::cell::RefCell;
+use std::fmt;
+use std::io;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use crate::driver::clock::Clock;
+use crate::driver::{Driver, ReactorHandle};
+use crate::fallback;
+
+struct Current {
+    handle: ReactorHandle,
+    owner: bool,
+}
+
+thread_local! {
+    /// Every access uses `try_with`: a runtime kept in a thread-local may shut down (and enter
+    /// its reactors) while the thread exits, after this one has been destroyed.
+    static CURRENT: RefCell<Option<Current>> = const { RefCell::new(None) };
+}
+
+/// Restores the previously current reactor when dropped.
+#[must_use = "the reactor stays current only while the guard lives"]
+pub struct ReactorEnterGuard {
+    prev: Option<Current>,
+    /// `false` if the thread-local was already destroyed when entering: nothing to restore.
+    entered: bool,
+    _not_send: PhantomData<*const ()>,
+}
+
+/// Runs `f` with the clock of the current thread's reactor, if any.
+pub(crate) fn with_current_clock<R>(f: impl FnOnce(Option<&Clock>) -> R) -> R {
+    let mut f = Some(f);
+    let r = CURRENT.try_with(|c| {
+        let current = c.borrow();
+        let f = f.take().expect("called once");
+        f(current.as_ref().map(|c| &c.handle.inner.clock))
+    });
+    match r {
+        Ok(r) => r,
+        // The thread-local is gone (thread exit): no reactor.
+        Err(_) => (f.take().expect("not called yet"))(None),
+    }
+}
+
+fn enter(handle: ReactorHandle, owner: bool) -> ReactorEnterGuard {
+    match CURRENT.try_with(|c| c.replace(Some(Current { handle, owner }))) {
+        Ok(prev) => ReactorEnterGuard {
+            prev,
+            entered: true,
+            _not_send: PhantomData,
+        },
+        Err(_) => ReactorEnterGuard {
+            prev: None,
+            entered: false,
+            _not_send: PhantomData,
+        },
+    }
+}
+
+impl Drop for ReactorEnterGuard {
+    fn drop(&mut self) {
+        if !self.entered {
+            return;
+        }
+        let prev = self.prev.take();
+        // Replaced, then dropped outside the borrow (a last handle's destructor may look here).
+        let entered = CURRENT.try_with(|c| c.replace(prev));
+        drop(entered);
+    }
+}
+
+impl fmt::Debug for ReactorEnterGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReactorEnterGuard").finish_non_exhaustive()
+    }
+}
+
+impl Driver {
+    /// Makes this reactor the current one of this thread, as its owner (timers armed from
+    /// this thread then never need to wake it).
+    pub fn enter(&self) -> ReactorEnterGuard {
+        enter(self.handle().clone(), true)
+    }
+}
+
+impl ReactorHandle {
+    /// The reactor of the current thread.
+    ///
+    /// # Panics
+    /// Outside a weir runtime (no reactor entered on this thread), with a message that says so.
+    #[track_caller]
+    pub fn current() -> ReactorHandle {
+        match ReactorHandle::try_current() {
+            Some(h) => h,
+            None => panic!(
+                "there is no weir reactor on this thread: this must be called from inside a weir \
+                 runtime (in `Runtime::block_on`, a spawned task, or after `Runtime::enter`)"
+            ),
+        }
+    }
+
+    /// The reactor of the current thread and whether this thread owns it, in one lookup.
+    /// Outside a runtime, the [fallback reactor](crate::fallback) (never the owner).
+    pub(crate) fn current_for_timer() -> (ReactorHandle, bool) {
+        let found = CURRENT
+            .try_with(|c| c.borrow().as_ref().map(|c| (c.handle.clone(), c.owner)))
+            .ok()
+            .flatten();
+        match found {
+            Some(f) => f,
+            None => match fallback::handle() {
+                Ok(h) => (h, false),
+                Err(e) => panic!("no weir runtime on this thread and {e}"),
+            },
+        }
+    }
+
+    /// The reactor of the current thread or, outside any weir runtime, the lazily started
+    /// [fallback reactor](crate::fallback).
+    ///
+    /// # Errors
+    /// Only when the fallback reactor is needed and could not start.
+    pub fn current_or_fallback() -> io::Result<ReactorHandle> {
+        match ReactorHandle::try_current() {
+            Some(h) => Ok(h),
+            None => fallback::handle(),
+        }
+    }
+
+    /// The reactor of the current thread, if any.
+    pub fn try_current() -> Option<ReactorHandle> {
+        CURRENT
+            .try_with(|c| c.borrow().as_ref().map(|c| c.handle.clone()))
+            .ok()
+            .flatten()
+    }
+
+    /// Makes this reactor the current one of this thread until the guard is dropped.
+    pub fn enter(&self) -> ReactorEnterGuard {
+        enter(self.clone(), false)
+    }
+
+    /// `true` if the current thread owns this reactor (entered through [`Driver::enter`]).
+    pub fn is_owned_by_current_thread(&self) -> bool {
+        CURRENT
+            .try_with(|c| {
+                c.borrow()
+                    .as_ref()
+                    .is_some_and(|c| c.owner && Arc::ptr_eq(&c.handle.inner, &self.inner))
+            })
+            .unwrap_or(false)
+    }
+}

@@ -1,0 +1,223 @@
+//! One turn of the owner's wait ([`Driver::poll`](super::Driver::poll),
+//! [`Driver::park`](super::Driver::park)): fire due timers, compute the timeout from the nearest
+//! timer, wait in the backend (through the min_wait window), spin out the last stretch of a
+//! timer-bound wait, account for the wait, and deliver what it collected. On a paused clock the
+//! idle turn jumps the clock to the nearest timer instead of blocking.
+
+use std::io;
+use std::task::Waker;
+use std::time::{Duration, Instant};
+
+use super::Driver;
+use crate::metrics::event_bucket;
+use crate::min_wait::{self, WaitReport};
+
+impl Driver {
+    pub(super) fn turn(&mut self, timeout: Option<Duration>) -> io::Result<usize> {
+        if self.handle.inner.clock.is_paused() {
+            return self.turn_paused(timeout);
+        }
+        let (mut woken, now) = self.expire_timers();
+        // Timers fired: their tasks are queued, so do not block.
+        let blocking = woken == 0 && timeout != Some(Duration::ZERO);
+        // Set when the nearest timer, not the caller, bounds this wait: expire after it.
+        let mut timer_bound = false;
+        let mut deadline = now;
+        let timeout = if !blocking {
+            Some(Duration::ZERO)
+        } else {
+            match self.next_timer() {
+                Some(t) => {
+                    let until = t.saturating_duration_since(now);
+                    timer_bound = timeout.is_none_or(|d| until <= d);
+                    deadline = t;
+                    Some(timeout.map_or(until, |d| d.min(until)))
+                }
+                None => timeout,
+            }
+        };
+        self.events.clear();
+        let registry = &self.handle.inner.registry;
+        if blocking && timeout != Some(Duration::ZERO) {
+            // End a timer-bound wait `margin` early and spin the rest (see `park`).
+            let margin = if timer_bound {
+                self.spin_margin()
+            } else {
+                Duration::ZERO
+            };
+            let wait_for = timeout.map(|d| d.saturating_sub(margin));
+            if wait_for == Some(Duration::ZERO) {
+                self.spin_until(deadline)?;
+            } else {
+                let window = self.policy.window();
+                let report = min_wait::wait(
+                    &mut self.selector,
+                    registry,
+                    &mut self.events,
+                    self.max_events,
+                    wait_for,
+                    window,
+                    self.policy.needs_timing(),
+                )?;
+                self.record_wait(&report);
+                if timer_bound && self.events.is_empty() {
+                    // The wait timed out: learn how late the OS woke us, then spin.
+                    let target = now + wait_for.unwrap_or_default();
+                    let late = self
+                        .handle
+                        .inner
+                        .clock
+                        .now()
+                        .saturating_duration_since(target);
+                    let late = u64::try_from(late.as_nanos()).unwrap_or(u64::MAX);
+                    self.late_ns = self.late_ns - self.late_ns / 4 + late / 4;
+                    if !margin.is_zero() {
+                        self.spin_until(deadline)?;
+                    }
+                }
+            }
+        } else {
+            self.selector
+                .select(registry, &mut self.events, self.max_events, timeout)?;
+            self.handle.inner.metrics.polls.add_owner(1);
+        }
+        woken += self.deliver_events();
+        if timer_bound || !self.events.is_empty() {
+            woken += self.expire_timers().0;
+        }
+        Ok(woken)
+    }
+
+    /// [`turn`](Self::turn) on a paused clock: poll without blocking; when idle, jump the
+    /// clock to the nearest timer instead of waiting for it (see [`park`](Self::park)).
+    fn turn_paused(&mut self, timeout: Option<Duration>) -> io::Result<usize> {
+        let (mut woken, _) = self.expire_timers();
+        self.events.clear();
+        let inner = &*self.handle.inner;
+        self.selector.select(
+            &inner.registry,
+            &mut self.events,
+            self.max_events,
+            Some(Duration::ZERO),
+        )?;
+        inner.metrics.polls.add_owner(1);
+        let events = !self.events.is_empty();
+        woken += self.deliver_events();
+        if woken > 0 || events || timeout == Some(Duration::ZERO) {
+            return Ok(woken);
+        }
+        // Idle: nothing was runnable (the caller's contract), and no I/O, no wake-up came.
+        if let Some(next) = self.next_timer()
+            && self.handle.inner.clock.auto_advance_to(next)
+        {
+            return Ok(self.expire_timers().0);
+        }
+        // No timer to jump to, or blocking closures hold the clock (their end unparks us).
+        self.events.clear();
+        let inner = &*self.handle.inner;
+        self.selector
+            .select(&inner.registry, &mut self.events, self.max_events, timeout)?;
+        inner.metrics.polls.add_owner(1);
+        inner.metrics.waits.add_owner(1);
+        Ok(self.deliver_events() + self.expire_timers().0)
+    }
+
+    /// How early a timer-bound wait ends: four times the average lateness (the tail of the
+    /// OS's wake-up latency is several times its mean), at most `spin_max`.
+    fn spin_margin(&self) -> Duration {
+        Duration::from_nanos(self.late_ns.saturating_mul(4)).min(self.spin_max)
+    }
+
+    /// Polls without blocking until `deadline` (on the reactor's clock), an I/O event or an
+    /// unpark.
+    fn spin_until(&mut self, deadline: Instant) -> io::Result<()> {
+        let inner = &*self.handle.inner;
+        let start = inner.clock.now();
+        let mut now = start;
+        while now < deadline {
+            self.selector.select(
+                &inner.registry,
+                &mut self.events,
+                self.max_events,
+                Some(Duration::ZERO),
+            )?;
+            inner.metrics.polls.add_owner(1);
+            if !self.events.is_empty() {
+                break;
+            }
+            std::hint::spin_loop();
+            now = inner.clock.now();
+        }
+        let spent = now.saturating_duration_since(start);
+        inner
+            .metrics
+            .timer_spin_ns
+            .add_owner(u64::try_from(spent.as_nanos()).unwrap_or(u64::MAX));
+        Ok(())
+    }
+
+    fn record_wait(&mut self, report: &WaitReport) {
+        let m = &self.handle.inner.metrics;
+        let worker = self.handle.inner.index;
+        m.waits.add_owner(1);
+        m.events_per_wait[event_bucket(report.events)].add_owner(1);
+        if let Some(w) = &report.window {
+            m.windows_opened.add_owner(1);
+            m.window_ns
+                .add_owner(u64::try_from(w.spent.as_nanos()).unwrap_or(u64::MAX));
+            m.window_events.add_owner(w.gathered as u64);
+            if w.full {
+                m.windows_full.add_owner(1);
+            }
+            tracing::trace!(
+                target: "weir::sched",
+                worker,
+                gathered = w.gathered,
+                spent_ns = w.spent.as_nanos() as u64,
+                reason = if w.full { "full" } else { match w.end {
+                    min_wait::WindowEnd::Elapsed => "min_wait elapsed",
+                    min_wait::WindowEnd::Deadline => "timer deadline",
+                }},
+                "min_wait window closed"
+            );
+        }
+        tracing::trace!(
+            target: "weir::sched",
+            worker,
+            events = report.events,
+            blocked_ns = report.blocked.as_nanos() as u64,
+            window = report.window.is_some(),
+            "wait"
+        );
+        if let Some(open) = self.policy.record(report) {
+            // A decision per wait near the threshold: scheduler detail, not a lifecycle event.
+            tracing::trace!(
+                target: "weir::sched",
+                worker,
+                open,
+                gap_ns = self.policy.gap().as_nanos() as u64,
+                "adaptive min_wait window {}",
+                if open { "opened: medium load" } else { "closed" }
+            );
+        }
+    }
+
+    /// Sets readiness for the collected events and wakes their tasks.
+    fn deliver_events(&mut self) -> usize {
+        if self.events.is_empty() {
+            return 0;
+        }
+        let inner = &*self.handle.inner;
+        let delivered = inner
+            .registrations
+            .lock()
+            .deliver(&self.events, &mut self.wake);
+        if delivered.wakes > 0 {
+            inner.metrics.wakes_received.add_owner(delivered.wakes);
+        }
+        inner.metrics.events.add_owner(delivered.io_events);
+        let n = self.wake.len();
+        self.wake.drain(..).for_each(Waker::wake);
+        n
+    }
+}

@@ -1,0 +1,78 @@
+//! Linux-only controls of a reactor: its epoll instance and kernel busy poll on it.
+//!
+//! They live on an extension trait, [`ReactorHandleExt`], rather than on
+//! [`ReactorHandle`] itself: they exist only for the epoll backend, and return `None` or
+//! `Unsupported` on any other.
+//!
+//! ```no_run
+//! use weir_reactor::os::linux::{KernelBusyPoll, ReactorHandleExt};
+//! use weir_reactor::{Driver, DriverConfig};
+//!
+//! let driver = Driver::new(&DriverConfig::default())?;
+//! let params = KernelBusyPoll { usecs: 50, budget: 8, prefer: false };
+//! driver.handle().set_kernel_busy_poll(params)?;
+//! assert!(driver.handle().epoll_fd().is_some());
+//! # Ok::<(), std::io::Error>(())
+//! ```
+
+use std::io;
+use std::os::fd::RawFd;
+
+use crate::driver::ReactorHandle;
+
+pub mod busy_poll;
+
+pub use busy_poll::KernelBusyPoll;
+
+/// Linux-only controls of a reactor; see the [module docs](self).
+pub trait ReactorHandleExt: sealed::Sealed {
+    /// The raw epoll fd, for controls weir does not wrap. `None` on the mio backend.
+    ///
+    /// The fd belongs to the reactor: do not close it, and do not add fds to it yourself (the
+    /// reactor would receive events under tokens it does not know).
+    fn epoll_fd(&self) -> Option<RawFd>;
+
+    /// Applies kernel busy poll parameters to this reactor's epoll instance (`EPIOCSPARAMS`).
+    ///
+    /// # Errors
+    /// `Unsupported` on the mio backend (no epoll fd is exposed); otherwise the errors of
+    /// [`busy_poll::set`].
+    fn set_kernel_busy_poll(&self, params: KernelBusyPoll) -> io::Result<()>;
+
+    /// Reads back this reactor's kernel busy poll parameters (`EPIOCGPARAMS`).
+    ///
+    /// # Errors
+    /// As [`set_kernel_busy_poll`](Self::set_kernel_busy_poll).
+    fn kernel_busy_poll(&self) -> io::Result<KernelBusyPoll>;
+}
+
+impl ReactorHandleExt for ReactorHandle {
+    fn epoll_fd(&self) -> Option<RawFd> {
+        self.inner.registry.epoll_fd()
+    }
+
+    fn set_kernel_busy_poll(&self, params: KernelBusyPoll) -> io::Result<()> {
+        let fd = self.epoll_fd().ok_or_else(no_epoll_fd)?;
+        busy_poll::set(fd, params)
+    }
+
+    fn kernel_busy_poll(&self) -> io::Result<KernelBusyPoll> {
+        let fd = self.epoll_fd().ok_or_else(no_epoll_fd)?;
+        busy_poll::get(fd)
+    }
+}
+
+fn no_epoll_fd() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        "kernel busy poll needs the epoll backend (the mio backend exposes no epoll fd)",
+    )
+}
+
+#[allow(unreachable_pub)]
+mod sealed {
+    /// Only weir's reactor handle implements the extension traits, so methods can be added.
+    pub trait Sealed {}
+
+    impl Sealed for crate::driver::ReactorHandle {}
+}
