@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use weir_config::Flavor;
+
 use crate::compat::CompatRuntime;
 use crate::context::{self, EnterGuard};
 use crate::handle::Handle;
@@ -14,13 +16,6 @@ use crate::metrics::RuntimeMetrics;
 use crate::shared::{Core, Shared};
 use crate::task_core::JoinHandle;
 use crate::worker;
-
-/// Which scheduler a runtime runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Flavor {
-    CurrentThread,
-    MultiThread,
-}
 
 /// A weir runtime: workers (each with its own reactor), a blocking pool, timers.
 ///

@@ -5,6 +5,7 @@ use std::io;
 use std::sync::Arc;
 use std::thread;
 
+use weir_config::Flavor;
 use weir_reactor::{Driver, KernelBusyPoll, MinWait};
 
 use super::{Builder, MAX_BUSY_POLL, MAX_MIN_WAIT, MAX_TIMER_SPIN, MAX_WORKERS, MIN_STACK_SIZE};
@@ -12,7 +13,7 @@ use crate::blocking;
 use crate::compat::CompatRuntime;
 use crate::config::Config;
 use crate::context;
-use crate::runtime::{Flavor, Runtime};
+use crate::runtime::Runtime;
 use crate::shared::{AliveGuard, Core, Shared};
 use crate::worker;
 

@@ -7,22 +7,13 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use weir_config::Flavor;
 use weir_reactor::{Backend, KernelBusyPoll, MinWait};
 
 use crate::config::Hooks;
-use crate::runtime::Flavor;
 
-/// Most workers a runtime may have.
-pub const MAX_WORKERS: usize = 1024;
-/// Largest min_wait window: every event may wait up to this long.
-pub const MAX_MIN_WAIT: Duration = Duration::from_millis(100);
-/// Longest busy-poll spin.
-pub const MAX_BUSY_POLL: Duration = Duration::from_secs(1);
-
-/// Largest [`Builder::timer_spin`] margin.
-pub const MAX_TIMER_SPIN: Duration = Duration::from_millis(1);
-/// Smallest worker stack.
-pub const MIN_STACK_SIZE: usize = 64 * 1024;
+// The limits are shared with `#[weir::main]`, which checks its arguments against them.
+pub use weir_config::{MAX_BUSY_POLL, MAX_MIN_WAIT, MAX_TIMER_SPIN, MAX_WORKERS, MIN_STACK_SIZE};
 
 /// Builds a [`Runtime`](crate::Runtime) with custom settings.
 ///
