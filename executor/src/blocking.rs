@@ -1,12 +1,16 @@
 //! The blocking pool: threads for `spawn_blocking`, started on demand up to a bound and retired
 //! after an idle timeout.
+//!
+//! The pool knows no runtime. Each spawn passes the runtime it is for ([`Enter`]), which a
+//! thread started for it enters for its whole life, so closures may use `Handle::current`,
+//! spawn, timers and I/O.
 
 use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
 use std::panic::Location;
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -14,10 +18,13 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use crate::config::Hooks;
-use crate::context;
-use crate::runtime::Handle;
-use crate::task::{self, Header, Id, JoinHandle, Schedule, Task};
-use crate::worker::Shared;
+use crate::task_core::{self, Header, Id, JoinHandle, Schedule, Task};
+
+/// The runtime a closure is spawned for, as its pool thread needs it.
+pub(crate) trait Enter: Clone + Send + 'static {
+    /// Runs `f` with the runtime current on this thread (a pool thread, for its whole life).
+    fn enter<R>(&self, f: impl FnOnce() -> R) -> R;
+}
 
 pub(crate) struct Pool {
     state: Mutex<State>,
@@ -31,12 +38,10 @@ pub(crate) struct Pool {
     stack_size: Option<usize>,
     /// `on_thread_start` / `on_thread_stop`.
     hooks: Hooks,
-    /// The runtime whose context pool threads enter.
-    runtime: OnceLock<Weak<Shared>>,
     /// A current-thread runtime's reactor, whose clock can be paused: each closure holds it
     /// from spawn to completion, so the idle runtime does not jump the paused clock ahead of a
     /// result that comes in real time. `None` on a multi-thread runtime.
-    clock: OnceLock<Option<weir_reactor::ReactorHandle>>,
+    clock: Option<weir_reactor::ReactorHandle>,
 }
 
 #[derive(Default)]
@@ -72,6 +77,7 @@ impl Pool {
         thread_name: String,
         stack_size: Option<usize>,
         hooks: Hooks,
+        clock: Option<weir_reactor::ReactorHandle>,
     ) -> Arc<Pool> {
         Arc::new(Pool {
             state: Mutex::new(State::default()),
@@ -82,25 +88,18 @@ impl Pool {
             thread_name,
             stack_size,
             hooks,
-            runtime: OnceLock::new(),
-            clock: OnceLock::new(),
+            clock,
         })
     }
 
-    pub(crate) fn set_runtime(&self, shared: &Arc<Shared>) {
-        let _ = self.runtime.set(Arc::downgrade(shared));
-        let clock = shared
-            .is_current_thread()
-            .then(|| shared.remotes[0].reactor.clone());
-        let _ = self.clock.set(clock);
-    }
-
     fn pausable_reactor(&self) -> Option<&weir_reactor::ReactorHandle> {
-        self.clock.get().and_then(Option::as_ref)
+        self.clock.as_ref()
     }
 
-    pub(crate) fn spawn<F, R>(
+    /// Runs `f` on a pool thread; a thread started for it enters `rt`.
+    pub(crate) fn spawn<E: Enter, F, R>(
         self: &Arc<Self>,
+        rt: &E,
         f: F,
         location: &'static Location<'static>,
     ) -> JoinHandle<R>
@@ -109,7 +108,7 @@ impl Pool {
         R: Send + 'static,
     {
         let id = Id::next();
-        let (task, join) = task::new_task(
+        let (task, join) = task_core::new_task(
             BlockingTask(Some(f)),
             self.clone(),
             id,
@@ -122,20 +121,50 @@ impl Pool {
         if let Some(reactor) = self.pausable_reactor() {
             reactor.inhibit_auto_advance();
         }
-        self.schedule(task, false);
+        self.submit(task, Some(rt));
         JoinHandle::new(join)
+    }
+
+    /// Queues `task`: an idle thread takes it, or (below `max_threads`, and given the runtime
+    /// to enter) a new thread is started for it.
+    fn submit<E: Enter>(self: &Arc<Self>, task: Task, rt: Option<&E>) {
+        let mut s = self.state.lock();
+        if s.shutdown {
+            drop(s);
+            task.shutdown();
+            return;
+        }
+        s.queue.push_back(task);
+        if s.num_idle > s.num_notify {
+            s.num_notify += 1;
+            drop(s);
+            self.work.notify_one();
+        } else if let Some(rt) = rt
+            && s.num_threads < self.max_threads
+        {
+            s.num_threads += 1;
+            if let Err(e) = self.spawn_thread(&mut s, rt) {
+                s.num_threads -= 1;
+                tracing::error!(
+                    target: "weir::task",
+                    error = %e,
+                    threads = s.num_threads,
+                    "failed to start a blocking-pool thread; the closure waits for a running one"
+                );
+            }
+        }
     }
 
     /// Runs `f` on a pool thread now: an idle thread if there is one, else a new thread even
     /// beyond `max_threads` (it carries a worker that must not wait for a blocking closure to
     /// end). `Err` if no thread could be had; `f` is then dropped unrun.
     #[track_caller]
-    pub(crate) fn spawn_mandatory<F>(self: &Arc<Self>, f: F) -> io::Result<()>
+    pub(crate) fn spawn_mandatory<E: Enter, F>(self: &Arc<Self>, rt: &E, f: F) -> io::Result<()>
     where
         F: FnOnce() + Send + 'static,
     {
         let id = Id::next();
-        let (task, join) = task::new_task(
+        let (task, join) = task_core::new_task(
             BlockingTask(Some(f)),
             self.clone(),
             id,
@@ -164,7 +193,7 @@ impl Pool {
             return Ok(());
         }
         s.num_threads += 1;
-        if let Err(e) = self.spawn_thread(&mut s) {
+        if let Err(e) = self.spawn_thread(&mut s, rt) {
             s.num_threads -= 1;
             let unrun = s.queue.pop_back();
             drop(s);
@@ -177,7 +206,7 @@ impl Pool {
         Ok(())
     }
 
-    fn spawn_thread(self: &Arc<Self>, state: &mut State) -> io::Result<()> {
+    fn spawn_thread<E: Enter>(self: &Arc<Self>, state: &mut State, rt: &E) -> io::Result<()> {
         let id = state.next_id;
         state.next_id += 1;
         let mut b = thread::Builder::new().name(format!("{}-blocking-{id}", self.thread_name));
@@ -185,22 +214,15 @@ impl Pool {
             b = b.stack_size(s);
         }
         let pool = self.clone();
-        let h = b.spawn(move || pool.thread_main())?;
+        let rt = rt.clone();
+        let h = b.spawn(move || rt.enter(|| pool.thread_main()))?;
         state.threads.retain(|t| !t.is_finished());
         state.threads.push(h);
         Ok(())
     }
 
+    /// A pool thread, inside the runtime it was started for.
     fn thread_main(self: Arc<Self>) {
-        let handle = self
-            .runtime
-            .get()
-            .and_then(Weak::upgrade)
-            .map(|shared| Handle { shared });
-        let _enter = handle.as_ref().map(|h| {
-            let reactor = h.shared.pick_reactor().enter();
-            context::enter(h, Some(reactor))
-        });
         // Inside the runtime: the callbacks may use `Handle::current`.
         self.hooks.thread_start();
         let mut s = self.state.lock();
@@ -230,9 +252,9 @@ impl Pool {
         s.num_threads -= 1;
         drop(s);
         self.exited.notify_all();
-        // Shutdown joins this thread, so it waits for the callback too.
+        // Shutdown joins this thread, so it waits for the callback too. The runtime is left
+        // after it, when `thread_main` returns.
         self.hooks.thread_stop();
-        drop(_enter);
     }
 
     /// Stops the pool: queued closures are cancelled, running ones are waited for until
@@ -283,35 +305,26 @@ impl Pool {
 }
 
 impl Schedule for Arc<Pool> {
+    /// Only `spawn` queues a blocking task: its one poll always completes, so it is never woken
+    /// after. Were it woken, it would go to a running thread (there is no runtime at hand here
+    /// to start one with).
     fn schedule(&self, task: Task, _yielded: bool) {
-        let mut s = self.state.lock();
-        if s.shutdown {
-            drop(s);
-            task.shutdown();
-            return;
-        }
-        s.queue.push_back(task);
-        if s.num_idle > s.num_notify {
-            s.num_notify += 1;
-            drop(s);
-            self.work.notify_one();
-        } else if s.num_threads < self.max_threads {
-            s.num_threads += 1;
-            if let Err(e) = self.spawn_thread(&mut s) {
-                s.num_threads -= 1;
-                tracing::error!(
-                    target: "weir::task",
-                    error = %e,
-                    threads = s.num_threads,
-                    "failed to start a blocking-pool thread; the closure waits for a running one"
-                );
-            }
-        }
+        self.submit::<NoRuntime>(task, None);
     }
 
     fn release(&self, _header: &Header) {
         if let Some(reactor) = self.pausable_reactor() {
             reactor.allow_auto_advance();
         }
+    }
+}
+
+/// No runtime to start a thread with (see `Schedule::schedule`).
+#[derive(Clone)]
+enum NoRuntime {}
+
+impl Enter for NoRuntime {
+    fn enter<R>(&self, _f: impl FnOnce() -> R) -> R {
+        match *self {}
     }
 }

@@ -1,27 +1,41 @@
-//! The runtime a thread is "in" (set on workers, inside `block_on`, on blocking-pool threads
-//! and by `Runtime::enter`), and whether the thread is driving async code right now (a worker,
-//! or inside `block_on`), where blocking on a runtime would stall it.
+//! The executor's one thread-local: what this thread is doing for weir.
+//!
+//! * the runtime it is "in" (set on workers, inside `block_on`, on blocking-pool threads and by
+//!   `Runtime::enter`), which `spawn` and `Handle::current` use;
+//! * whether it is driving async code right now (a worker, or inside `block_on`), where
+//!   blocking on a runtime would stall it;
+//! * the worker it runs, if any ([`WorkerCx`]): where tasks it wakes or spawns are queued.
+//!
+//! (The id of the task being polled is kept by the task machinery itself: `task_core/id.rs`.)
 //!
 //! Everything here may run while the thread exits, after this thread-local has been destroyed
 //! (a runtime kept in a `thread_local!` shuts down from that thread-local's destructor): every
-//! access goes through `try_with` and treats a destroyed context as "no runtime".
+//! access goes through `try_with` and treats a destroyed context as "no runtime" and "no
+//! worker".
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, RefCell, RefMut};
 use std::fmt;
 use std::marker::PhantomData;
+use std::ptr;
+use std::sync::Arc;
+use std::thread::ThreadId;
 
 use crate::compat::CompatGuard;
-use crate::runtime::Handle;
+use crate::shared::{Core, Queues, Shared};
 
 struct Context {
     /// The runtime `spawn` and `Handle::current` use.
-    handle: RefCell<Option<Handle>>,
+    handle: RefCell<Option<Arc<Shared>>>,
     /// How many [`EnterGuard`]s are live on this thread; each guard remembers its own depth,
     /// which catches guards dropped out of order.
     depth: Cell<usize>,
     /// `true` while this thread drives async code: a worker loop (and the tasks it polls), or a
     /// `block_on`. Blocking on a runtime here would stall the one being driven.
     in_runtime: Cell<bool>,
+    /// The worker running on this thread: non-null only between [`SetWorker::new`] and its
+    /// drop (or a hand-over's [`clear_worker`] and [`restore_worker`]), which bracket the
+    /// lifetime of the [`WorkerCx`] on the worker loop's stack frame on this thread.
+    worker: Cell<*const WorkerCx>,
 }
 
 thread_local! {
@@ -30,6 +44,7 @@ thread_local! {
             handle: RefCell::new(None),
             depth: Cell::new(0),
             in_runtime: Cell::new(false),
+            worker: Cell::new(ptr::null()),
         }
     };
 }
@@ -57,21 +72,22 @@ pub struct EnterGuard<'a> {
 
 /// Restores the previous runtime handle of this thread when dropped.
 struct SetCurrent {
-    prev: Option<Handle>,
+    prev: Option<Arc<Shared>>,
     /// The depth this guard set; 0 when the context was already destroyed (nothing to undo).
     depth: usize,
 }
 
-/// Enters `handle` (and its tokio compat runtime, if any); `reactor` is the reactor guard to
-/// hold alongside (none on workers, which enter their own reactor as its owner).
+/// Enters the runtime of `shared` (and its tokio compat runtime, if any); `reactor` is the
+/// reactor guard to hold alongside (none on workers, which enter their own reactor as its
+/// owner).
 pub(crate) fn enter(
-    handle: &Handle,
+    shared: &Arc<Shared>,
     reactor: Option<weir_reactor::ReactorEnterGuard>,
 ) -> EnterGuard<'_> {
-    let compat = handle.shared.config.compat.enter();
+    let compat = shared.config.compat.enter();
     let current = CONTEXT
         .try_with(|c| {
-            let prev = c.handle.replace(Some(handle.clone()));
+            let prev = c.handle.replace(Some(shared.clone()));
             let depth = c.depth.get() + 1;
             c.depth.set(depth);
             SetCurrent { prev, depth }
@@ -124,9 +140,8 @@ impl fmt::Debug for EnterGuard<'_> {
     }
 }
 
-/// Runs `f` with the current runtime's handle (`None` outside a runtime, and while the thread
-/// exits).
-pub(crate) fn with_current<R>(f: impl FnOnce(Option<&Handle>) -> R) -> R {
+/// Runs `f` with the current runtime (`None` outside a runtime, and while the thread exits).
+pub(crate) fn with_current<R>(f: impl FnOnce(Option<&Arc<Shared>>) -> R) -> R {
     let mut f = Some(f);
     let r = CONTEXT.try_with(|c| (f.take().expect("called once"))(c.handle.borrow().as_ref()));
     match r {
@@ -155,4 +170,83 @@ impl Drop for InRuntime {
             let _ = CONTEXT.try_with(|c| c.in_runtime.set(prev));
         }
     }
+}
+
+/// The thread's view of the worker it runs. Lives on the worker loop's stack (`worker::run`).
+pub(crate) struct WorkerCx {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) index: usize,
+    /// The worker's queues, out of its core while it runs; `None` once the core was handed to
+    /// another thread (`block_in_place`), after which this thread is no longer the worker.
+    pub(crate) queues: RefCell<Option<Queues>>,
+    /// `true` while the reactor dispatches: woken tasks go to the back, notifies are deferred.
+    pub(crate) in_dispatch: Cell<bool>,
+    pub(crate) notify_pending: Cell<bool>,
+    pub(crate) local_thread: Cell<Option<ThreadId>>,
+    /// The core while a task polls (lent by the worker loop), where `block_in_place` can take
+    /// it; `None` otherwise.
+    pub(crate) lent: Cell<Option<Box<Core>>>,
+    /// After a hand-off: this thread's entry of the worker's reactor as a guest (not its
+    /// owner any more), dropped before the owner's entry it sits on.
+    pub(crate) guest_reactor: RefCell<Option<weir_reactor::ReactorEnterGuard>>,
+}
+
+impl WorkerCx {
+    /// The queues of the worker running on this thread.
+    pub(crate) fn queues(&self) -> RefMut<'_, Queues> {
+        RefMut::map(self.queues.borrow_mut(), |q| {
+            q.as_mut().expect("a running worker has its queues")
+        })
+    }
+}
+
+/// The worker running on this thread, as a pointer: null off the workers (and while the thread
+/// exits). Valid while the worker loop that set it runs on this thread (see `Context::worker`).
+pub(crate) fn worker_ptr() -> *const WorkerCx {
+    CONTEXT.try_with(|c| c.worker.get()).unwrap_or(ptr::null())
+}
+
+/// Runs `f` with the worker running on this thread, if any.
+pub(crate) fn with_worker<R>(f: impl FnOnce(Option<&WorkerCx>) -> R) -> R {
+    let p = worker_ptr();
+    // SAFETY: the pointer is non-null only between `SetWorker::new` and its drop (or between a
+    // hand-over's `clear_worker` and `restore_worker`), which bracket the lifetime of the
+    // `WorkerCx` on the worker loop's stack frame on this same thread.
+    f(unsafe { p.as_ref() })
+}
+
+/// The index of the worker running on this thread, if any.
+pub(crate) fn current_worker_index() -> Option<usize> {
+    with_worker(|cx| cx.map(|cx| cx.index))
+}
+
+/// Makes `cx` the worker of this thread until dropped, which restores the previous one.
+pub(crate) struct SetWorker(*const WorkerCx);
+
+impl SetWorker {
+    pub(crate) fn new(cx: &WorkerCx) -> SetWorker {
+        SetWorker(
+            CONTEXT
+                .try_with(|c| c.worker.replace(cx))
+                .unwrap_or(ptr::null()),
+        )
+    }
+}
+
+impl Drop for SetWorker {
+    fn drop(&mut self) {
+        let prev = self.0;
+        let _ = CONTEXT.try_with(|c| c.worker.set(prev));
+    }
+}
+
+/// This thread stops being a worker (a hand-over in `block_in_place`); the worker loop's
+/// [`SetWorker`] still restores the previous one when it ends.
+pub(crate) fn clear_worker() {
+    let _ = CONTEXT.try_with(|c| c.worker.set(ptr::null()));
+}
+
+/// This thread is the worker `cx` again, after [`clear_worker`].
+pub(crate) fn restore_worker(cx: &WorkerCx) {
+    let _ = CONTEXT.try_with(|c| c.worker.set(cx));
 }

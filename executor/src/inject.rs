@@ -22,7 +22,7 @@ impl<T> Inject<T> {
     }
 
     /// Queued values. `SeqCst` so a worker that registered as sleeping and then reads an empty
-    /// queue is ordered after any push whose pusher then found no sleeper (see `worker/idle.rs`).
+    /// queue is ordered after any push whose pusher then found no sleeper (see `shared/idle.rs`).
     pub(crate) fn len(&self) -> usize {
         self.len.load(SeqCst)
     }

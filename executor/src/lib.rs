@@ -7,14 +7,32 @@
 //! it itself whenever it has nothing else to do, so readiness delivered by worker A's epoll wakes
 //! tasks *on A*: the waker runs on A's thread and queues the task in A's local queue.
 //!
-//! * **Tasks** (`task/`): one allocation each (`Arc` of header + future/output stage + join
-//!   waker), an atomic state machine (`task/state.rs`), panics caught into [`JoinError`].
+//! * **Tasks** (`task_core/`): one allocation each (`Arc` of header + future/output stage + join
+//!   waker), an atomic state machine (`task_core/state.rs`), panics caught into [`JoinError`].
+//!   What users call (`task/`: join sets, task-locals, yielding, `block_in_place`) sits above
+//!   the schedulers.
 //! * **Queues**: a bounded local ring per worker (`queue.rs`; the owner pushes and pops, idle
 //!   workers steal half), a LIFO slot for the task a running task just woke, a pinned queue for
 //!   `spawn_local` tasks, and a global inject queue (`inject.rs`).
-//! * **Workers** (`worker/`): the loop, fairness intervals, stealing, and spin-then-park
-//!   (`worker/park.rs`); the sleep/wake protocol is in `worker/idle.rs`.
+//! * **Runtime-wide state** (`shared/`): each worker's remote part and core, the inject queue,
+//!   the sleep/wake protocol (`shared/idle.rs`), the live tasks, the blocking pool.
+//! * **The thread's context** (`context.rs`): the runtime a thread is in and the worker it
+//!   runs — the executor's one thread-local besides the polled task's id (`task_core/id.rs`).
+//! * **Scheduling** (`schedule.rs`): where a spawned or woken task is queued.
+//! * **Placement** (`placement.rs`): which worker's reactor a thread, an accepted connection or
+//!   a NIC receive queue goes to.
+//! * **Workers** (`worker/`): the loop, fairness intervals, stealing tasks and I/O
+//!   (`worker/steal.rs`), spin-then-park (`worker/park.rs`), moving to another thread
+//!   (`worker/handoff.rs`).
 //! * **Blocking pool** (`blocking.rs`): bounded, threads retire after an idle timeout.
+//! * **[`Runtime`]** (`runtime.rs`, shutdown), its **[`Handle`]** (`handle.rs`: spawn, enter,
+//!   `block_on`), the **[`Builder`]** (`builder/`) and the **metrics** (`metrics.rs`).
+//!
+//! The modules are layered, leaves first; each uses only modules before it in this order:
+//! `loom`, `compat`, `config`, `queue`, `inject`, `parker`, `task_core`, `blocking`, `shared`,
+//! `context`, `schedule`, `placement`, `worker`, `metrics`, `handle`, `runtime`, `builder`,
+//! `task`. (The blocking pool reaches the runtime it serves through the `blocking::Enter`
+//! trait, given with each spawn.)
 //!
 //! The concurrency primitives (run queue, task state + waker + join, idle/park protocol) are
 //! model-checked with loom: `RUSTFLAGS="--cfg loom" cargo test -p weir-executor --lib --release`.
@@ -27,13 +45,18 @@ mod builder;
 mod compat;
 mod config;
 mod context;
+mod handle;
 mod inject;
 mod loom;
 mod metrics;
 mod parker;
+pub mod placement;
 mod queue;
 mod runtime;
+mod schedule;
+mod shared;
 pub mod task;
+mod task_core;
 mod worker;
 
 use std::future::Future;
@@ -43,9 +66,12 @@ pub use builder::{
     Builder, MAX_BUSY_POLL, MAX_MIN_WAIT, MAX_TIMER_SPIN, MAX_WORKERS, MIN_STACK_SIZE,
 };
 pub use context::EnterGuard;
+pub use handle::{Handle, TryCurrentError};
 pub use metrics::{RuntimeMetrics, WorkerStats};
-pub use runtime::{Handle, Id as RuntimeId, Runtime, TryCurrentError};
-pub use task::{AbortHandle, JoinError, JoinHandle, JoinSet};
+pub use runtime::Runtime;
+pub use shared::Id as RuntimeId;
+pub use task::JoinSet;
+pub use task_core::{AbortHandle, JoinError, JoinHandle};
 
 /// Spawns a task onto the current runtime.
 ///
@@ -62,7 +88,7 @@ where
 {
     let location = Location::caller();
     // The panic stays out of the closure, where `#[track_caller]` would not reach it.
-    match context::with_current(|h| h.map(|h| h.shared.spawn(future, None, false, location))) {
+    match context::with_current(|s| s.map(|s| s.spawn(future, None, false, location))) {
         Some(join) => join,
         None => panic!(
             "weir::spawn called outside a weir runtime: call it from a task, inside \
@@ -83,7 +109,7 @@ where
     F: Future + 'static,
     F::Output: 'static,
 {
-    match worker::spawn_local(future, Location::caller()) {
+    match schedule::spawn_local(future, Location::caller()) {
         Some(join) => join,
         None => panic!(
             "weir::task::spawn_local must be called on a weir worker thread: from inside a task, \
@@ -109,7 +135,7 @@ where
     R: Send + 'static,
 {
     let location = Location::caller();
-    match context::with_current(|h| h.map(|h| h.shared.blocking.spawn(f, location))) {
+    match context::with_current(|s| s.map(|s| s.blocking.spawn(s, f, location))) {
         Some(join) => join,
         None => panic!(
             "weir::spawn_blocking called outside a weir runtime: call it from a task, inside \
@@ -121,5 +147,5 @@ where
 /// The index of the worker running the current task, or `None` off the workers (e.g. in a
 /// multi-thread runtime's `block_on` future or on the blocking pool).
 pub fn current_worker_index() -> Option<usize> {
-    worker::current_index()
+    context::current_worker_index()
 }

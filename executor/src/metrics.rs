@@ -1,27 +1,13 @@
-//! Runtime metrics: per-worker executor counters plus each worker's reactor counters.
+//! Runtime metrics: per-worker executor counters (kept in `shared/`, written by each worker)
+//! plus each worker's reactor counters.
 
 use std::fmt;
 use std::sync::Arc;
 use std::thread::ThreadId;
 
 use weir_reactor::ReactorStats;
-use weir_reactor::metrics::Counter;
 
-use crate::worker::Shared;
-
-/// Executor counters of one worker (written by that worker only).
-#[derive(Debug, Default)]
-pub(crate) struct WorkerMetrics {
-    pub(crate) polls: Counter,
-    pub(crate) steals: Counter,
-    pub(crate) stolen_tasks: Counter,
-    pub(crate) spins_found: Counter,
-    pub(crate) spins_gave_up: Counter,
-    pub(crate) parks: Counter,
-    pub(crate) overflows: Counter,
-    pub(crate) lifo_polls: Counter,
-    pub(crate) io_steals: Counter,
-}
+use crate::shared::Shared;
 
 /// A handle to a runtime's metrics; every call reads the live counters.
 #[derive(Clone)]

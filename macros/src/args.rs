@@ -10,6 +10,8 @@ use quote::ToTokens;
 use syn::parse::{ParseStream, Parser};
 use syn::{Expr, ExprLit, ExprUnary, Lit, LitStr, Path, UnOp};
 
+use weir_config::MAX_WORKERS;
+
 use crate::duration::{self, DurationError, UNIT_LIST};
 
 /// Which macro is being expanded.
@@ -29,19 +31,9 @@ impl Kind {
     }
 }
 
-/// The runtime flavor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Flavor {
-    CurrentThread,
-    MultiThread,
-}
-
-/// The reactor backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Backend {
-    Epoll,
-    Mio,
-}
+// The flavours, the backends and the limits are the runtime's own definitions (`weir-config`).
+pub(crate) use weir_config::Flavor;
+weir_config::define_backend!(pub(crate));
 
 /// One accepted setting: its value and where it was written.
 #[derive(Clone)]
@@ -132,12 +124,15 @@ const ALIASES: &[(&str, &str)] = &[
     ("weir", "crate"),
 ];
 
-const FLAVORS: &[(&str, Flavor)] = &[
-    ("current_thread", Flavor::CurrentThread),
-    ("multi_thread", Flavor::MultiThread),
-];
+/// The accepted `flavor` values.
+fn flavors() -> Vec<(&'static str, Flavor)> {
+    Flavor::ALL.iter().map(|&f| (f.name(), f)).collect()
+}
 
-const BACKENDS: &[(&str, Backend)] = &[("epoll", Backend::Epoll), ("mio", Backend::Mio)];
+/// The accepted `backend` values.
+fn backends() -> Vec<(&'static str, Backend)> {
+    Backend::ALL.iter().map(|&b| (b.name(), b)).collect()
+}
 
 fn accepted_arguments() -> String {
     let names: Vec<&str> = ARGUMENTS.iter().map(|&(name, _)| name).collect();
@@ -296,7 +291,7 @@ fn parse_argument(
     match name {
         "workers" => args.workers = parse_workers(&value, name_span, errors),
         "flavor" => {
-            args.flavor = parse_choice(name, FLAVORS, &value, name_span, errors);
+            args.flavor = parse_choice(name, &flavors(), &value, name_span, errors);
         }
         "name" => args.name = parse_name(&value, name_span, errors),
         "min_wait" => args.min_wait = parse_duration_arg(name, &value, name_span, errors),
@@ -305,7 +300,7 @@ fn parse_argument(
         }
         "busy_poll" => args.busy_poll = parse_duration_arg(name, &value, name_span, errors),
         "backend" => {
-            args.backend = parse_choice(name, BACKENDS, &value, name_span, errors);
+            args.backend = parse_choice(name, &backends(), &value, name_span, errors);
         }
         "tokio_compat" => args.tokio_compat = parse_bool(name, &value, name_span, errors),
         "start_paused" => args.start_paused = parse_bool(name, &value, name_span, errors),
@@ -318,7 +313,7 @@ fn parse_argument(
 }
 
 fn is_flavor_string(literal: &str) -> bool {
-    FLAVORS
+    flavors()
         .iter()
         .any(|(name, _)| literal == format!("\"{name}\""))
 }
@@ -329,7 +324,7 @@ fn unknown_argument(name: &str) -> String {
         "unknown argument `{name}`; accepted arguments: {}",
         accepted_arguments()
     );
-    if let Some((flavor, _)) = FLAVORS.iter().find(|(f, _)| *f == name) {
+    if let Some((flavor, _)) = flavors().iter().find(|(f, _)| *f == name) {
         message.push_str(&format!(
             "; to choose the runtime flavor write `flavor = \"{flavor}\"`"
         ));
@@ -423,7 +418,7 @@ fn parse_workers(value: &Expr, name_span: Span, errors: &mut Errors) -> Option<S
                     value,
                     format!(
                         "invalid value for `workers`: {int} is too large; \
-                         at most weir::runtime::MAX_WORKERS (1024) workers are supported"
+                         at most weir::runtime::MAX_WORKERS ({MAX_WORKERS}) workers are supported"
                     ),
                 );
                 None

@@ -31,14 +31,13 @@ use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::{format_ident, quote, quote_spanned};
 use syn::{AttrStyle, Attribute, ItemFn, Path};
 
-use crate::args::{self, Args, Backend, Errors, Flavor, Kind, path_text};
+use weir_config::{MAX_BUSY_POLL, MAX_MIN_WAIT, MAX_WORKERS};
 
-// The runtime's limits, for messages only: the generated checks compare against the constants
-// themselves (`weir::runtime::MAX_WORKERS`, ...), so a stale number here can make a message
-// wrong but never a check. `integration/tests/macros_run.rs` fails when these drift from the runtime.
-const MAX_WORKERS_TEXT: &str = "1024";
-const MAX_MIN_WAIT_TEXT: &str = "100ms";
-const MAX_BUSY_POLL_TEXT: &str = "1s";
+use crate::args::{self, Args, Errors, Flavor, Kind, path_text};
+
+// The runtime's limits appear in messages (`weir-config`'s, the runtime's own); the generated
+// checks compare against the constants the user's weir crate exports
+// (`weir::runtime::MAX_WORKERS`, ...).
 
 /// Expands `#[weir::main(args)]` / `#[weir::test(args)]` on `item`.
 pub(crate) fn expand(kind: Kind, args: TokenStream, item: TokenStream) -> TokenStream {
@@ -244,40 +243,31 @@ fn generate(kind: Kind, args: &Args, func: ItemFn) -> TokenStream {
         let method = quote_spanned!(workers.name_span=> workers);
         calls.push(quote!(.#method(#n)));
         let message = format!(
-            "`workers = {n}` is more than {krate_text}::runtime::MAX_WORKERS ({MAX_WORKERS_TEXT})"
+            "`workers = {n}` is more than {krate_text}::runtime::MAX_WORKERS ({MAX_WORKERS})"
         );
         checks.push(quote_spanned! {workers.value_span=>
             const _: () = ::core::assert!(#n <= #krate::runtime::MAX_WORKERS, #message);
         });
     }
     let durations = [
-        (
-            "min_wait",
-            &args.min_wait,
-            "MAX_MIN_WAIT",
-            MAX_MIN_WAIT_TEXT,
-        ),
+        ("min_wait", &args.min_wait, "MAX_MIN_WAIT", MAX_MIN_WAIT),
         (
             "min_wait_adaptive",
             &args.min_wait_adaptive,
             "MAX_MIN_WAIT",
-            MAX_MIN_WAIT_TEXT,
+            MAX_MIN_WAIT,
         ),
-        (
-            "busy_poll",
-            &args.busy_poll,
-            "MAX_BUSY_POLL",
-            MAX_BUSY_POLL_TEXT,
-        ),
+        ("busy_poll", &args.busy_poll, "MAX_BUSY_POLL", MAX_BUSY_POLL),
     ];
-    for (name, setting, limit, limit_text) in durations {
+    for (name, setting, limit, limit_value) in durations {
         let Some(setting) = setting else { continue };
         let nanos = setting.value;
         let method = syn::Ident::new(name, setting.name_span);
         calls.push(quote!(.#method(::core::time::Duration::from_nanos(#nanos))));
         let limit = syn::Ident::new(limit, setting.value_span);
+        // `Duration`'s `Debug`: "100ms", "1s".
         let message = format!(
-            "`{name} = {}` is longer than {krate_text}::runtime::{limit} ({limit_text})",
+            "`{name} = {}` is longer than {krate_text}::runtime::{limit} ({limit_value:?})",
             setting.text
         );
         let nanos = proc_macro2::Literal::u128_suffixed(u128::from(nanos));
@@ -289,10 +279,7 @@ fn generate(kind: Kind, args: &Args, func: ItemFn) -> TokenStream {
         });
     }
     if let Some(backend) = &args.backend {
-        let variant = match backend.value {
-            Backend::Epoll => quote_spanned!(backend.value_span=> Epoll),
-            Backend::Mio => quote_spanned!(backend.value_span=> Mio),
-        };
+        let variant = syn::Ident::new(backend.value.variant(), backend.value_span);
         let method = quote_spanned!(backend.name_span=> backend);
         calls.push(quote!(.#method(#krate::runtime::Backend::#variant)));
     }

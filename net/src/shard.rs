@@ -9,7 +9,8 @@
 //! (no thundering herd).
 //!
 //! After `accept`, the connection's `SO_INCOMING_NAPI_ID` says which NIC receive queue its
-//! packets arrive on. A map from NAPI id to worker decides who serves it:
+//! packets arrive on. A map from NAPI id to worker (`weir_executor::placement::NapiOwners`)
+//! decides who serves it:
 //!
 //! * **Id 0** (loopback, or a device without NAPI): no queue to follow; the connection stays
 //!   on the accepting worker (registered with its epoll; its task is an ordinary task).
@@ -58,6 +59,7 @@ use std::task::{Context, Poll};
 
 use parking_lot::Mutex;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use weir_executor::placement::NapiOwners;
 use weir_executor::{Handle as RtHandle, JoinHandle};
 
 use crate::addr::ToSocketAddrs;
@@ -131,40 +133,11 @@ struct WorkerCounters {
     live: AtomicU64,
 }
 
-/// NAPI id → owning worker.
-struct NapiMap {
-    owner: std::collections::HashMap<u32, usize>,
-    /// Ids per worker, in assignment order.
-    owned: Vec<Vec<u32>>,
-}
-
-impl NapiMap {
-    /// The owner of `id`, assigning it on first sight; `true` if it was new.
-    fn owner_of(&mut self, id: u32, accepting: usize, live: &[WorkerCounters]) -> (usize, bool) {
-        if let Some(&w) = self.owner.get(&id) {
-            return (w, false);
-        }
-        let key = |w: usize| {
-            (
-                self.owned[w].len(),
-                live[w].live.load(Ordering::Relaxed),
-                usize::from(w != accepting),
-                w,
-            )
-        };
-        let w = (0..self.owned.len())
-            .min_by_key(|&w| key(w))
-            .expect("at least one worker");
-        self.owner.insert(id, w);
-        self.owned[w].push(id);
-        (w, true)
-    }
-}
-
 struct Shared {
     rt: RtHandle,
     local_addr: SocketAddr,
-    map: Mutex<NapiMap>,
+    /// NAPI id → owning worker (the policy is `weir_executor::placement`'s).
+    map: Mutex<NapiOwners>,
     counters: Box<[WorkerCounters]>,
     /// Set `TCP_NODELAY` on accepted connections.
     nodelay: bool,
@@ -319,10 +292,7 @@ impl ShardedListenerBuilder {
             shared: Arc::new(Shared {
                 rt: rt.clone(),
                 local_addr: bound,
-                map: Mutex::new(NapiMap {
-                    owner: Default::default(),
-                    owned: vec![Vec::new(); n],
-                }),
+                map: Mutex::new(NapiOwners::new(n)),
                 counters,
                 nodelay: self.nodelay,
             }),
@@ -406,7 +376,7 @@ impl ShardedListener {
 
     /// The worker that owns NAPI id `id`, if it has been seen.
     pub fn napi_owner(&self, id: u32) -> Option<usize> {
-        self.shared.map.lock().owner.get(&id).copied()
+        self.shared.map.lock().owner(id)
     }
 
     /// Per-worker statistics, indexed by worker.
@@ -504,7 +474,7 @@ fn stats(shared: &Shared) -> Vec<NapiStats> {
         .enumerate()
         .map(|(w, c)| NapiStats {
             worker: w,
-            napi_ids: map.owned[w].clone(),
+            napi_ids: map.owned(w).to_vec(),
             accepted: c.accepted.load(Ordering::Relaxed),
             handed_out: c.handed_out.load(Ordering::Relaxed),
             handed_in: c.handed_in.load(Ordering::Relaxed),
@@ -528,7 +498,7 @@ impl ShardStats {
 
     /// The worker that owns NAPI id `id`, if it has been seen.
     pub fn napi_owner(&self, id: u32) -> Option<usize> {
-        self.shared.map.lock().owner.get(&id).copied()
+        self.shared.map.lock().owner(id)
     }
 }
 
@@ -593,7 +563,10 @@ where
             }
             continue;
         }
-        let (owner, new) = shared.map.lock().owner_of(id, me, &shared.counters);
+        let (owner, new) = shared
+            .map
+            .lock()
+            .owner_of(id, me, |w| shared.counters[w].live.load(Ordering::Relaxed));
         if new {
             tracing::debug!(target: "weir::net", napi_id = id, worker = owner, accepted_by = me, "NAPI id assigned");
         }
@@ -743,54 +716,5 @@ impl fmt::Debug for Serving {
             .field("local_addr", &self.shared.local_addr)
             .field("loops", &self.loops.len())
             .finish()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn map(workers: usize) -> (NapiMap, Vec<WorkerCounters>) {
-        let counters = (0..workers).map(|_| WorkerCounters::default()).collect();
-        let map = NapiMap {
-            owner: Default::default(),
-            owned: vec![Vec::new(); workers],
-        };
-        (map, counters)
-    }
-
-    #[test]
-    fn new_ids_go_to_the_worker_with_fewest_ids_and_stay() {
-        let (mut m, c) = map(2);
-        // First id: both own none; the accepting worker wins the tie.
-        assert_eq!(m.owner_of(260, 1, &c), (1, true));
-        // Second id accepted by worker 1 again: worker 0 owns fewer ids.
-        assert_eq!(m.owner_of(262, 1, &c), (0, true));
-        // Known ids keep their owner whoever accepts them.
-        assert_eq!(m.owner_of(260, 0, &c), (1, false));
-        assert_eq!(m.owner_of(262, 1, &c), (0, false));
-    }
-
-    #[test]
-    fn more_ids_than_workers_stay_balanced() {
-        let (mut m, c) = map(3);
-        for id in 1..=10u32 {
-            m.owner_of(id, (id % 3) as usize, &c);
-        }
-        let counts: Vec<usize> = m.owned.iter().map(Vec::len).collect();
-        assert_eq!(counts.iter().sum::<usize>(), 10);
-        assert!(
-            counts.iter().max().unwrap() - counts.iter().min().unwrap() <= 1,
-            "{counts:?}"
-        );
-    }
-
-    #[test]
-    fn ties_on_ids_go_to_fewer_live_connections() {
-        let (mut m, c) = map(3);
-        c[0].live.store(5, Ordering::Relaxed);
-        c[1].live.store(2, Ordering::Relaxed);
-        c[2].live.store(9, Ordering::Relaxed);
-        assert_eq!(m.owner_of(7, 0, &c), (1, true));
     }
 }

@@ -25,9 +25,9 @@ use std::task::{Context, Poll, Wake, Waker, ready};
 use slab::Slab;
 use weir_reactor::coop;
 
-use super::{AbortHandle, Id, JoinError, JoinHandle};
+use crate::handle::Handle;
 use crate::loom::{AtomicBool, Mutex};
-use crate::runtime::Handle;
+use crate::task_core::{AbortHandle, Id, JoinError, JoinHandle};
 
 /// A set of tasks spawned onto a runtime, awaited in the order they complete.
 ///

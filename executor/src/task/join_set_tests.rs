@@ -58,7 +58,7 @@ mod loom_tests {
     use loom::thread;
 
     use super::*;
-    use crate::task::{Header, Schedule, Task, new_task};
+    use crate::task_core::{Header, Schedule, Task, new_task};
 
     #[derive(Clone, Default)]
     struct Queue(Arc<Mutex<VecDeque<Task>>>);

@@ -1,33 +1,18 @@
-//! Tasks: one allocation each, an atomic state machine, join handles.
-//!
-//! A task is an `Arc<Cell<F, S>>` (`task/cell.rs`): header (state, id, pinned worker, spawn location),
-//! scheduler, the future-then-output stage, and the join waker — one allocation. It is seen
-//! through two trait objects: `Task` (`Arc<dyn Runnable>`, what run queues hold) and
-//! `Arc<dyn Join<T>>` (what a [`JoinHandle`] holds). The task's `Waker` is the same `Arc`.
+//! Tasks as users see them: join handles and sets, ids, task-locals, yielding, the cooperative
+//! budget, and `block_in_place`. What a task is inside (the allocation, its state machine, the
+//! join side) lives in `task_core/`, below the schedulers; this module sits above them.
 //!
 //! A [`JoinSet`] (`task/join_set.rs`) holds many join handles and polls only those whose task
 //! completed.
 
-mod cell;
 pub mod coop;
-mod id;
-mod join;
 mod join_set;
-mod owned;
-mod state;
 mod task_local;
 mod yield_now;
 
-use std::panic::Location;
-use std::sync::Arc;
-
-pub(crate) use cell::new_task;
+pub use crate::task_core::{AbortHandle, Id, JoinError, JoinHandle, id, try_id};
 pub use coop::{consume_budget, unconstrained};
-pub use id::{Id, id, try_id};
-pub(crate) use id::{set_current as set_current_id, set_none as set_no_current_id};
-pub use join::{AbortHandle, JoinError, JoinHandle};
 pub use join_set::JoinSet;
-pub(crate) use owned::OwnedTasks;
 pub use task_local::{AccessError, LocalKey};
 pub use yield_now::yield_now;
 
@@ -86,41 +71,4 @@ where
 /// Futures returned by the functions of this module.
 pub mod futures {
     pub use super::task_local::TaskLocalFuture;
-}
-
-/// What a run queue holds.
-pub(crate) type Task = Arc<dyn Runnable>;
-
-/// Shared, immutable-after-spawn facts about a task plus its state word.
-pub(crate) struct Header {
-    pub(crate) state: state::State,
-    pub(crate) id: Id,
-    /// `Some(worker)` for `spawn_local` and `spawn_on` tasks: they run only on that worker.
-    pub(crate) owner: Option<usize>,
-    /// A `spawn_local` task (`!Send`): it also stays on the thread that runs its worker.
-    pub(crate) local: bool,
-    /// Slot in the owned-task list, `usize::MAX` when not in it. Accessed only under that list's
-    /// shard lock.
-    pub(crate) owned_key: std::sync::atomic::AtomicUsize,
-    pub(crate) location: &'static Location<'static>,
-}
-
-/// A task as its scheduler sees it.
-pub(crate) trait Runnable: Send + Sync + 'static {
-    fn header(&self) -> &Header;
-    /// Consumes one queue entry: polls the future (or cancels it).
-    fn run(self: Arc<Self>);
-    /// Runtime shutdown: cancels the task now if it is not running elsewhere.
-    fn shutdown(self: Arc<Self>);
-    /// Requests cancellation (from an `AbortHandle`).
-    fn abort(self: Arc<Self>);
-}
-
-/// Where a task goes when it is woken, and who tracks it.
-pub(crate) trait Schedule: Send + Sync + Sized + 'static {
-    /// Queues a notified task. `yielded`: it was woken during its own poll (by itself or by
-    /// running out of budget) and goes to the back of a queue, not to the LIFO slot.
-    fn schedule(&self, task: Task, yielded: bool);
-    /// The task completed: drop it from the owned-task list.
-    fn release(&self, header: &Header);
 }

@@ -7,8 +7,8 @@
 //! worker context (`WorkerCx::lent`). `block_in_place` called from that poll:
 //!
 //! 1. takes the core back from the context, with the queues, and leaves the worker: this
-//!    thread is no longer registered as it (`WORKER` is null: wakes and spawns from here go
-//!    through the shared queues), and it enters the reactor as a guest, so a timer armed from
+//!    thread is no longer registered as it (the context's worker is unset: wakes and spawns
+//!    from here go through the shared queues), and it enters the reactor as a guest, so a timer armed from
 //!    here wakes the reactor's new owner;
 //! 2. puts the core in a slot and starts a job on the blocking pool — an idle pool thread, or a
 //!    new one even past `max_blocking_threads` — that takes the core out of the slot and runs
@@ -29,7 +29,6 @@
 //! there, as with tokio. Off the workers (a multi-thread runtime's `block_on`, the blocking
 //! pool, no runtime) it just runs the closure.
 
-use std::ptr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -37,9 +36,9 @@ use weir_reactor::coop;
 
 use parking_lot::Mutex;
 
-use super::{Core, Shared, WORKER, WorkerCx};
-use crate::context;
-use crate::runtime::AliveGuard;
+use crate::context::{self, WorkerCx};
+use crate::placement;
+use crate::shared::{AliveGuard, Core, Shared};
 
 /// The core between its hand-over and the thread that runs it next.
 type Slot = Arc<Mutex<Option<Box<Core>>>>;
@@ -47,10 +46,11 @@ type Slot = Arc<Mutex<Option<Box<Core>>>>;
 /// Runs `f`, which may block, on this thread; see `weir::task::block_in_place`.
 #[track_caller]
 pub(crate) fn block_in_place<F: FnOnce() -> R, R>(f: F) -> R {
-    let cx = WORKER.try_with(|c| c.get()).unwrap_or(ptr::null());
-    // SAFETY: `WORKER` is non-null only while the `WorkerCx` it points to lives on the stack of
-    // `run` on this thread (see `with_current`); this call is nested inside that frame (a task
-    // poll), so the reference stays valid until we return, also after we null `WORKER` below.
+    let cx = context::worker_ptr();
+    // SAFETY: the context's worker is non-null only while the `WorkerCx` it points to lives on
+    // the stack of `run` on this thread (see `context::with_worker`); this call is nested inside
+    // that frame (a task poll), so the reference stays valid until we return, also after the
+    // worker is unset below.
     let Some(cx) = (unsafe { cx.as_ref() }) else {
         return run_blocking(f);
     };
@@ -104,7 +104,7 @@ fn hand_over(cx: &WorkerCx, mut core: Box<Core>) -> Result<Slot, Box<Core>> {
     // Leave before the job can start: from then on nothing here may act as the worker. Stay a
     // guest of the worker's reactor: its new owner turns it.
     leave(cx, &remote.reactor);
-    if let Err(e) = shared.blocking.spawn_mandatory(job) {
+    if let Err(e) = shared.blocking.spawn_mandatory(shared, job) {
         tracing::warn!(
             target: "weir::worker",
             worker = cx.index,
@@ -123,7 +123,7 @@ fn hand_over(cx: &WorkerCx, mut core: Box<Core>) -> Result<Slot, Box<Core>> {
 
 /// This thread stops being the worker: no more worker context, and a guest of `reactor`.
 fn leave(cx: &WorkerCx, reactor: &weir_reactor::ReactorHandle) {
-    let _ = WORKER.try_with(|c| c.set(ptr::null()));
+    context::clear_worker();
     *cx.guest_reactor.borrow_mut() = Some(reactor.enter());
 }
 
@@ -131,7 +131,7 @@ fn leave(cx: &WorkerCx, reactor: &weir_reactor::ReactorHandle) {
 fn rejoin(cx: &WorkerCx) {
     // Back to the owner's entry it sits on.
     drop(cx.guest_reactor.borrow_mut().take());
-    let _ = WORKER.try_with(|c| c.set(cx));
+    context::restore_worker(cx);
 }
 
 /// The worker cannot move: give its queued tasks to the others, then leave it for the
@@ -157,7 +157,7 @@ fn stay<'a>(cx: &'a WorkerCx, core: Box<Core>) -> Back<'a> {
     shared.remotes[cx.index]
         .stalled
         .store(true, Ordering::Relaxed);
-    leave(cx, shared.pick_reactor());
+    leave(cx, placement::reactor_for_thread(shared));
     Back::Stayed { cx }
 }
 

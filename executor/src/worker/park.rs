@@ -11,15 +11,15 @@
 //! wake it.
 //!
 //! Parking registers the worker as sleeping, re-checks every queue it could be handed work
-//! through (the no-lost-wake-up half of `idle.rs`), and blocks in its own reactor. The reactor's
-//! timeout is the nearest timer, and its min_wait window applies. Whatever the wait wakes is
-//! queued on this worker.
+//! through (the no-lost-wake-up half of `shared/idle.rs`), and blocks in its own reactor. The
+//! reactor's timeout is the nearest timer, and its min_wait window applies. Whatever the wait
+//! wakes is queued on this worker.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use super::Worker;
-use crate::task::Task;
+use crate::task_core::Task;
 
 pub(super) enum Spin {
     /// Work was found: a task to run, or `None` when the root future was woken or tasks were

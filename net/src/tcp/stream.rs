@@ -118,12 +118,12 @@ impl TcpStream {
 
     /// Wraps a socket accepted with `accept4(SOCK_NONBLOCK)`. On a worker of a multi-worker
     /// runtime it is registered with the worker's reactor that has the fewest registrations
-    /// (the accepting worker's on a tie), so that a listener's connections spread over every
-    /// worker's epoll; the connection's task moves to that worker at its first wake-up (a task
-    /// woken by a worker's reactor is queued on that worker). Elsewhere it is registered with
-    /// the current reactor.
+    /// (the accepting worker's on a tie; `weir_executor::placement`), so that a listener's
+    /// connections spread over every worker's epoll; the connection's task moves to that worker
+    /// at its first wake-up (a task woken by a worker's reactor is queued on that worker).
+    /// Elsewhere it is registered with the current reactor.
     pub(crate) fn from_accepted(std: std::net::TcpStream) -> io::Result<TcpStream> {
-        match least_loaded_worker_reactor() {
+        match weir_executor::placement::for_accepted_connection() {
             Some(h) => TcpStream::register(std, Some(&h)),
             None => TcpStream::register(std, None),
         }
@@ -346,29 +346,6 @@ impl TcpStream {
     pub fn into_split(self) -> (OwnedReadHalf, OwnedWriteHalf) {
         super::split_owned::split_owned(self)
     }
-}
-
-/// On a worker of a multi-worker runtime, the reactor with the fewest registrations, preferring
-/// the current worker's; `None` elsewhere.
-fn least_loaded_worker_reactor() -> Option<ReactorHandle> {
-    let me = weir_executor::current_worker_index()?;
-    let rt = weir_executor::Handle::try_current().ok()?;
-    let n = rt.num_workers();
-    if n < 2 {
-        return None;
-    }
-    let mut best = rt.worker_reactor(me)?;
-    let mut best_count = best.registrations();
-    for i in (0..n).filter(|&i| i != me) {
-        if let Some(h) = rt.worker_reactor(i) {
-            let c = h.registrations();
-            if c < best_count {
-                best = h;
-                best_count = c;
-            }
-        }
-    }
-    Some(best)
 }
 
 impl Drop for TcpStream {

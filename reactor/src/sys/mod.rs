@@ -58,18 +58,9 @@ pub(crate) struct Event {
     pub(crate) ready: Ready,
 }
 
-/// Which backend a reactor uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum Backend {
-    /// Linux epoll driven directly (`epoll_pwait2`, nanosecond timeouts). Default on Linux.
-    #[cfg_attr(target_os = "linux", default)]
-    Epoll,
-    /// The portable `mio` poller. Timeouts are rounded up to whole milliseconds by mio.
-    /// Default where epoll is not available.
-    #[cfg_attr(not(target_os = "linux"), default)]
-    Mio,
-}
+// `Backend`: defined by `weir-config`, which `#[weir::main]` shares, so the macro's
+// `backend = "…"` knows every backend. A new backend is a variant there.
+weir_config::define_backend!(pub);
 
 /// Options a backend is built with.
 #[derive(Clone, Copy, Debug)]

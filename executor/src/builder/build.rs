@@ -1,0 +1,320 @@
+//! [`Builder::build`]: checks the settings, then makes the reactors, the blocking pool, the
+//! shared state and (multi-thread) the worker threads.
+
+use std::io;
+use std::sync::Arc;
+use std::thread;
+
+use weir_config::Flavor;
+use weir_reactor::os::linux::{KernelBusyPoll, ReactorHandleExt};
+use weir_reactor::{Driver, MinWait};
+
+use super::{Builder, MAX_BUSY_POLL, MAX_MIN_WAIT, MAX_TIMER_SPIN, MAX_WORKERS, MIN_STACK_SIZE};
+use crate::blocking;
+use crate::compat::CompatRuntime;
+use crate::config::Config;
+use crate::context;
+use crate::runtime::Runtime;
+use crate::shared::{AliveGuard, Core, Shared};
+use crate::worker;
+
+impl Builder {
+    fn validate(&self) -> io::Result<usize> {
+        fn bad(msg: String) -> io::Error {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("invalid weir runtime configuration: {msg}"),
+            )
+        }
+        let workers = match self.flavor {
+            Flavor::CurrentThread => {
+                if let Some(n) = self.workers
+                    && n != 1
+                {
+                    return Err(bad(format!(
+                        "workers = {n}: a current-thread runtime has exactly 1 worker \
+                         (use Builder::new_multi_thread for more)"
+                    )));
+                }
+                1
+            }
+            Flavor::MultiThread if self.start_paused => {
+                return Err(bad("start_paused(true) needs a current-thread runtime \
+                     (Builder::new_current_thread): each worker of a multi-thread runtime keeps \
+                     its own clock, which cannot be paused"
+                    .to_string()));
+            }
+            Flavor::MultiThread => match self.workers {
+                Some(n) if n == 0 || n > MAX_WORKERS => {
+                    return Err(bad(format!(
+                        "workers = {n}: must be between 1 and {MAX_WORKERS}"
+                    )));
+                }
+                Some(n) => n,
+                None => thread::available_parallelism().map_or(1, |n| n.get()),
+            },
+        };
+        let mw = self.min_wait.max_window();
+        if mw > MAX_MIN_WAIT {
+            return Err(bad(format!(
+                "min_wait = {mw:?}: must be at most {MAX_MIN_WAIT:?} (every event may wait up to \
+                 min_wait before its task runs)"
+            )));
+        }
+        if let MinWait::Adaptive { max } = self.min_wait
+            && max.is_zero()
+        {
+            return Err(bad(
+                "min_wait_adaptive max = 0ns: must be greater than zero".to_string(),
+            ));
+        }
+        if self.busy_poll > MAX_BUSY_POLL {
+            return Err(bad(format!(
+                "busy_poll = {:?}: must be at most {MAX_BUSY_POLL:?}",
+                self.busy_poll
+            )));
+        }
+        if self.timer_spin > MAX_TIMER_SPIN {
+            return Err(bad(format!(
+                "timer_spin = {:?}: must be at most {MAX_TIMER_SPIN:?}",
+                self.timer_spin
+            )));
+        }
+        if self.event_interval == 0 {
+            return Err(bad("event_interval = 0: must be at least 1".to_string()));
+        }
+        if self.global_queue_interval == 0 {
+            return Err(bad(
+                "global_queue_interval = 0: must be at least 1".to_string()
+            ));
+        }
+        if self.max_blocking_threads == 0 {
+            return Err(bad(
+                "max_blocking_threads = 0: must be at least 1".to_string()
+            ));
+        }
+        if self.max_events == 0 || self.max_events > weir_reactor::MAX_EVENTS_LIMIT {
+            return Err(bad(format!(
+                "max_events = {}: must be between 1 and {}",
+                self.max_events,
+                weir_reactor::MAX_EVENTS_LIMIT
+            )));
+        }
+        if let Some(p) = self.kernel_busy_poll
+            && p.usecs > i32::MAX as u32
+        {
+            return Err(bad(format!(
+                "kernel_busy_poll usecs = {}: must be at most {}",
+                p.usecs,
+                i32::MAX
+            )));
+        }
+        if let Some(s) = self.thread_stack_size
+            && s < MIN_STACK_SIZE
+        {
+            return Err(bad(format!(
+                "thread_stack_size = {s}: must be at least {MIN_STACK_SIZE} bytes"
+            )));
+        }
+        if self.tokio_compat_threads > MAX_WORKERS {
+            return Err(bad(format!(
+                "tokio_compat_threads = {}: must be at most {MAX_WORKERS}",
+                self.tokio_compat_threads
+            )));
+        }
+        if self.tokio_compat_threads > 0 && !cfg!(feature = "tokio-compat") {
+            return Err(bad("tokio_compat needs weir's `tokio-compat` feature: \
+                 weir = { version = \"…\", features = [\"tokio-compat\"] }"
+                .to_string()));
+        }
+        if let Some(name) = &self.name
+            && name.trim().is_empty()
+        {
+            return Err(bad(format!("name = {name:?}: must not be empty")));
+        }
+        if self.thread_name.contains('\0') {
+            return Err(bad(format!(
+                "thread_name = {:?}: must not contain NUL bytes",
+                self.thread_name
+            )));
+        }
+        Ok(workers)
+    }
+
+    /// Builds the runtime: one reactor per worker, then (multi-thread) the worker threads.
+    ///
+    /// # Errors
+    /// `InvalidInput` naming the bad setting and value (0 workers, a min_wait above
+    /// [`MAX_MIN_WAIT`], …); the OS error when an epoll instance, eventfd or thread cannot be
+    /// created.
+    pub fn build(&mut self) -> io::Result<Runtime> {
+        let workers = self.validate()?;
+        let drivers = (0..workers)
+            .map(|index| {
+                Driver::new(&weir_reactor::DriverConfig {
+                    backend: self.backend,
+                    min_wait: self.min_wait,
+                    max_events: self.max_events,
+                    epoll_pwait2: self.epoll_pwait2,
+                    index,
+                    timer_spin: self.timer_spin,
+                    pausable_clock: current_flavor(self.flavor),
+                    start_paused: self.start_paused,
+                })
+            })
+            .collect::<io::Result<Vec<_>>>()?;
+        if let Some(params) = self.kernel_busy_poll {
+            apply_kernel_busy_poll(&drivers, params, self.kernel_busy_poll_strict)?;
+        }
+        let cpus = if self.pin_workers && !current_flavor(self.flavor) {
+            match weir_reactor::thread::allowed_cpus() {
+                Ok(c) if !c.is_empty() => Some(Arc::new(c)),
+                Ok(_) => None,
+                Err(e) => {
+                    tracing::warn!(target: "weir::worker", error = %e, "pin_workers: cannot read the CPU mask; workers are not pinned");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let current = self.flavor == Flavor::CurrentThread;
+        // A current-thread runtime's one reactor keeps the clock that can be paused.
+        let clock = current.then(|| drivers[0].handle().clone());
+        let pool = blocking::Pool::new(
+            self.max_blocking_threads,
+            self.blocking_keep_alive,
+            self.thread_name.clone(),
+            self.thread_stack_size,
+            self.hooks.clone(),
+            clock,
+        );
+        let (compat_runtime, compat) =
+            CompatRuntime::start(self.tokio_compat_threads, &self.thread_name)?;
+        let config = Config {
+            event_interval: self.event_interval,
+            global_queue_interval: self.global_queue_interval,
+            busy_poll: self.busy_poll,
+            lifo_slot: self.lifo_slot,
+            compat,
+            name: self.name.clone(),
+            hooks: self.hooks.clone(),
+        };
+        let (shared, cores) = Shared::new(config, drivers, pool, current);
+        if current {
+            shared.idle_cores.lock().extend(cores);
+            return Ok(Runtime::from_parts(
+                shared,
+                self.flavor,
+                Vec::new(),
+                compat_runtime,
+            ));
+        }
+        let mut threads = Vec::with_capacity(workers);
+        let mut compat_runtime = Some(compat_runtime);
+        for core in cores {
+            let index = core.index;
+            let mut b = thread::Builder::new().name(format!("{}-worker-{index}", self.thread_name));
+            if let Some(s) = self.thread_stack_size {
+                b = b.stack_size(s);
+            }
+            let shared2 = shared.clone();
+            let cpu = cpus.as_ref().map(|c| c[index % c.len()]);
+            // Counted before the thread runs; a thread that fails to start drops it.
+            let alive = AliveGuard::start(&shared);
+            match b.spawn(move || worker_thread(shared2, core, alive, cpu)) {
+                Ok(h) => threads.push(h),
+                Err(e) => {
+                    // Dropping the runtime stops the workers already started.
+                    drop(Runtime::from_parts(
+                        shared,
+                        self.flavor,
+                        threads,
+                        compat_runtime.take().unwrap_or_default(),
+                    ));
+                    return Err(e);
+                }
+            }
+        }
+        Ok(Runtime::from_parts(
+            shared,
+            self.flavor,
+            threads,
+            compat_runtime.unwrap_or_default(),
+        ))
+    }
+}
+
+fn current_flavor(f: Flavor) -> bool {
+    f == Flavor::CurrentThread
+}
+
+/// Applies `params` to every worker's epoll; on failure warns once (or fails, if `strict`).
+fn apply_kernel_busy_poll(
+    drivers: &[Driver],
+    params: KernelBusyPoll,
+    strict: bool,
+) -> io::Result<()> {
+    let mut failed = None;
+    for d in drivers {
+        if let Err(e) = d.handle().set_kernel_busy_poll(params) {
+            failed = Some(e);
+            break;
+        }
+    }
+    let Some(e) = failed else {
+        tracing::debug!(target: "weir::worker", %params, workers = drivers.len(), "kernel busy poll applied");
+        return Ok(());
+    };
+    // All or nothing: undo the workers that accepted it.
+    for d in drivers {
+        let _ = d.handle().set_kernel_busy_poll(KernelBusyPoll::default());
+    }
+    let why = match e.raw_os_error() {
+        Some(libc::ENOTTY) => "the kernel lacks EPIOCSPARAMS (needs Linux 6.9+)",
+        Some(libc::EOPNOTSUPP) => "the kernel was built without CONFIG_NET_RX_BUSY_POLL",
+        Some(libc::EPERM) => "a budget above 64 needs CAP_NET_ADMIN",
+        Some(libc::EINVAL) => "the kernel rejected the parameters",
+        _ if e.kind() == io::ErrorKind::Unsupported => "the mio backend exposes no epoll fd",
+        _ => "unexpected error",
+    };
+    if strict {
+        return Err(io::Error::new(
+            e.kind(),
+            format!("kernel_busy_poll({params}) could not be applied: {why} ({e})"),
+        ));
+    }
+    tracing::warn!(
+        target: "weir::worker",
+        %params,
+        error = %e,
+        "kernel busy poll not applied: {why}; running without it"
+    );
+    Ok(())
+}
+
+fn worker_thread(shared: Arc<Shared>, core: Box<Core>, alive: AliveGuard, cpu: Option<usize>) {
+    let _alive = alive;
+    if let Some(cpu) = cpu {
+        match weir_reactor::thread::pin_to_cpu(cpu) {
+            Ok(()) => tracing::debug!(target: "weir::worker", worker = core.index, cpu, "pinned"),
+            Err(e) => {
+                tracing::warn!(target: "weir::worker", worker = core.index, cpu, error = %e, "could not pin worker")
+            }
+        }
+    }
+    if let Err(e) = weir_reactor::thread::set_timer_slack(1) {
+        tracing::warn!(target: "weir::worker", error = %e, "could not set timer slack; timers may be late");
+    }
+    let _enter = context::enter(&shared, None);
+    // Inside the runtime: the callbacks may use `Handle::current`.
+    shared.config.hooks.thread_start();
+    // Without a root future nothing panics out of the loop (task panics are caught per poll).
+    let (core, _) = worker::run::<std::future::Pending<()>>(&shared, core, None);
+    // `None`: a task handed the worker to another thread (`block_in_place`); this thread is
+    // done.
+    if let Some(core) = core {
+        worker::stop(&shared, core);
+    }
+    shared.config.hooks.thread_stop();
+}

@@ -1,0 +1,285 @@
+//! [`Handle`]: a cheap reference to a runtime — spawn onto it, enter it, block on it, read
+//! its metrics.
+
+use std::fmt;
+use std::future::Future;
+use std::panic::Location;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::thread;
+
+use weir_reactor::coop;
+use weir_reactor::os::linux::{KernelBusyPoll, ReactorHandleExt};
+
+use crate::blocking;
+use crate::context::{self, EnterGuard};
+use crate::metrics::RuntimeMetrics;
+use crate::parker::Parker;
+use crate::placement;
+use crate::shared::{Id, Shared};
+use crate::task_core::JoinHandle;
+use crate::worker;
+
+/// A cheap, cloneable reference to a runtime: spawn onto it, enter it, read its metrics.
+#[derive(Clone)]
+pub struct Handle {
+    pub(crate) shared: Arc<Shared>,
+}
+
+/// `Handle::try_current` found no runtime.
+#[derive(Debug)]
+pub struct TryCurrentError(());
+
+impl fmt::Display for TryCurrentError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(
+            "there is no weir runtime on this thread: call this from a task, inside \
+             `Runtime::block_on`, or after `Runtime::enter`",
+        )
+    }
+}
+
+impl std::error::Error for TryCurrentError {}
+
+impl Handle {
+    /// The handle of the runtime current on this thread.
+    ///
+    /// # Panics
+    /// Outside a runtime, with a message saying how to enter one.
+    #[track_caller]
+    pub fn current() -> Handle {
+        match Handle::try_current() {
+            Ok(h) => h,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// The handle of the runtime current on this thread, if any.
+    ///
+    /// # Errors
+    /// [`TryCurrentError`] outside a runtime.
+    pub fn try_current() -> Result<Handle, TryCurrentError> {
+        context::with_current(|shared| {
+            shared.map(|shared| Handle {
+                shared: shared.clone(),
+            })
+        })
+        .ok_or(TryCurrentError(()))
+    }
+
+    /// Spawns a task onto this runtime; see [`spawn`](crate::spawn).
+    #[track_caller]
+    pub fn spawn<F>(&self, future: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.shared.spawn(future, None, false, Location::caller())
+    }
+
+    /// Runs `f` on this runtime's blocking pool; see [`spawn_blocking`](crate::spawn_blocking).
+    #[track_caller]
+    pub fn spawn_blocking<F, R>(&self, f: F) -> JoinHandle<R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        self.shared
+            .blocking
+            .spawn(&self.shared, f, Location::caller())
+    }
+
+    /// Spawns a task pinned to worker `worker`: it is queued on that worker, runs only there
+    /// (never stolen) and, when woken from anywhere, goes back to that worker. The building
+    /// block of NAPI-sharded serving: a connection registered with worker `worker`'s reactor is
+    /// served by a task on the same worker.
+    ///
+    /// # Panics
+    /// If `worker >= self.num_workers()`.
+    #[track_caller]
+    pub fn spawn_on<F>(&self, worker: usize, future: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let n = self.num_workers();
+        assert!(
+            worker < n,
+            "spawn_on: worker {worker} does not exist (the runtime has {n} workers)"
+        );
+        self.shared
+            .spawn(future, Some(worker), false, Location::caller())
+    }
+
+    /// The runtime's id, unique among the runtimes of this process.
+    ///
+    /// ```
+    /// let a = weir_executor::Builder::new_current_thread().build()?;
+    /// let b = weir_executor::Builder::new_current_thread().build()?;
+    /// assert_ne!(a.handle().id(), b.handle().id());
+    /// assert_eq!(a.handle().id(), a.handle().clone().id());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn id(&self) -> Id {
+        self.shared.id
+    }
+
+    /// The name given with [`Builder::name`](crate::Builder::name), if any.
+    ///
+    /// ```
+    /// let rt = weir_executor::Builder::new_current_thread().name("ingest").build()?;
+    /// assert_eq!(rt.handle().name(), Some("ingest"));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn name(&self) -> Option<&str> {
+        self.shared.config.name.as_deref()
+    }
+
+    /// The number of workers (1 for the current-thread flavour).
+    pub fn num_workers(&self) -> usize {
+        self.shared.remotes.len()
+    }
+
+    /// The reactor owned by worker `worker`, e.g. to register a socket with that worker's epoll
+    /// from another thread. `None` if there is no such worker. Its Linux-only controls (the
+    /// epoll fd, kernel busy poll) are on the extension trait [`ReactorHandleExt`].
+    pub fn worker_reactor(&self, worker: usize) -> Option<weir_reactor::ReactorHandle> {
+        self.shared.remotes.get(worker).map(|r| r.reactor.clone())
+    }
+
+    /// Reads back worker `worker`'s kernel busy poll parameters (`EPIOCGPARAMS`); see
+    /// [`Builder::kernel_busy_poll`](crate::Builder::kernel_busy_poll).
+    ///
+    /// # Errors
+    /// `InvalidInput` for a worker that does not exist; otherwise as
+    /// [`ReactorHandleExt::kernel_busy_poll`].
+    pub fn kernel_busy_poll(&self, worker: usize) -> std::io::Result<KernelBusyPoll> {
+        let r = self.worker_reactor(worker).ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("worker {worker} does not exist"),
+            )
+        })?;
+        r.kernel_busy_poll()
+    }
+
+    /// Makes this runtime current on this thread until the guard drops.
+    pub fn enter(&self) -> EnterGuard<'_> {
+        enter(&self.shared)
+    }
+
+    /// The runtime's metrics.
+    pub fn metrics(&self) -> RuntimeMetrics {
+        RuntimeMetrics {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// Runs `future` to completion on this thread; see [`Runtime::block_on`](crate::Runtime::block_on).
+    ///
+    /// # Panics
+    /// As [`Runtime::block_on`](crate::Runtime::block_on).
+    #[track_caller]
+    pub fn block_on<F: Future>(&self, future: F) -> F::Output {
+        if context::is_in_runtime() {
+            panic!(
+                "cannot block_on inside an asynchronous context: this thread is already driving \
+                 a weir runtime (it runs a task, or another `block_on`), and blocking it would \
+                 stall that runtime. Use `.await` instead; run blocking code with \
+                 `weir::task::spawn_blocking`, or wrap it in `weir::task::block_in_place` on a \
+                 multi-thread runtime"
+            );
+        }
+        let _in_runtime = context::set_in_runtime(true);
+        let _enter = self.enter();
+        let mut future = pin!(future);
+        let shared = &self.shared;
+        // Not the thread's park token: the future may use that one itself.
+        let parker = Arc::new(Parker::new());
+        let waker = Waker::from(parker.clone());
+        let mut cx = Context::from_waker(&waker);
+        loop {
+            // Current-thread flavour: drive the runtime here if its core is free.
+            let core = if self.flavor_is_current_thread() {
+                shared.idle_cores.lock().pop()
+            } else {
+                None
+            };
+            if let Some(core) = core {
+                if core
+                    .local_thread()
+                    .is_some_and(|t| t != thread::current().id())
+                {
+                    shared.idle_cores.lock().push(core);
+                    panic!(
+                        "this current-thread runtime holds spawn_local tasks of another thread; \
+                         call block_on from that thread"
+                    );
+                }
+                let prev_slack = weir_reactor::thread::set_timer_slack(1).ok();
+                let (core, out) = worker::run(shared, core, Some(future.as_mut()));
+                let core = core.expect("a current-thread worker is never handed over");
+                if let Some(prev) = prev_slack {
+                    let _ = weir_reactor::thread::set_timer_slack(prev);
+                }
+                shared.idle_cores.lock().push(core);
+                for w in shared.core_waiters.lock().drain(..) {
+                    w.wake();
+                }
+                match out {
+                    Ok(Some(v)) => return v,
+                    Ok(None) => panic!("the weir runtime shut down while block_on was waiting"),
+                    Err(panic) => std::panic::resume_unwind(panic),
+                }
+            }
+            if let Poll::Ready(v) = coop::budget(|| future.as_mut().poll(&mut cx)) {
+                return v;
+            }
+            if shared.is_shutdown() && self.flavor_is_current_thread() {
+                panic!("the weir runtime shut down while block_on was waiting");
+            }
+            if self.flavor_is_current_thread() {
+                {
+                    let mut waiters = shared.core_waiters.lock();
+                    if !waiters.iter().any(|w| w.will_wake(&waker)) {
+                        waiters.push(waker.clone());
+                    }
+                }
+                if shared.idle_cores.lock().is_empty() {
+                    parker.park();
+                }
+            } else {
+                parker.park();
+            }
+        }
+    }
+
+    fn flavor_is_current_thread(&self) -> bool {
+        self.shared.is_current_thread()
+    }
+}
+
+impl fmt::Debug for Handle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Handle")
+            .field("workers", &self.shared.remotes.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Makes the runtime of `shared` current on this thread, with one of its reactors
+/// (`placement.rs`), until the guard drops.
+fn enter(shared: &Arc<Shared>) -> EnterGuard<'_> {
+    let reactor = placement::reactor_for_thread(shared).enter();
+    context::enter(shared, Some(reactor))
+}
+
+/// A blocking-pool thread started for a closure of this runtime enters it as
+/// [`Handle::enter`] does.
+impl blocking::Enter for Arc<Shared> {
+    fn enter<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _enter = enter(self);
+        f()
+    }
+}

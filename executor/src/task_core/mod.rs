@@ -1,0 +1,65 @@
+//! What a task is: one allocation each, an atomic state machine, join handles, the list of
+//! live tasks. Below every scheduler: the workers, the blocking pool and the tests' models all
+//! run tasks through the [`Schedule`] trait, and nothing here knows a runtime. The public face
+//! (`weir_executor::task`) is `task/`.
+//!
+//! A task is an `Arc<Cell<F, S>>` (`task_core/cell.rs`): header (state, id, pinned worker, spawn
+//! location), scheduler, the future-then-output stage, and the join waker — one allocation. It
+//! is seen through two trait objects: `Task` (`Arc<dyn Runnable>`, what run queues hold) and
+//! `Arc<dyn Join<T>>` (what a [`JoinHandle`] holds). The task's `Waker` is the same `Arc`.
+//!
+//! The id of the task being polled is this module's own thread-local (`id.rs`), not part of the
+//! runtime's context (`context.rs`): it is set here, while a task polls or drops its future, and
+//! the task machinery sits below the runtime, which it does not know.
+
+mod cell;
+mod id;
+mod join;
+mod owned;
+mod state;
+
+use std::panic::Location;
+use std::sync::Arc;
+
+pub(crate) use cell::new_task;
+pub use id::{Id, id, try_id};
+pub(crate) use id::{set_current as set_current_id, set_none as set_no_current_id};
+pub use join::{AbortHandle, JoinError, JoinHandle};
+pub(crate) use owned::OwnedTasks;
+
+/// What a run queue holds.
+pub(crate) type Task = Arc<dyn Runnable>;
+
+/// Shared, immutable-after-spawn facts about a task plus its state word.
+pub(crate) struct Header {
+    pub(crate) state: state::State,
+    pub(crate) id: Id,
+    /// `Some(worker)` for `spawn_local` and `spawn_on` tasks: they run only on that worker.
+    pub(crate) owner: Option<usize>,
+    /// A `spawn_local` task (`!Send`): it also stays on the thread that runs its worker.
+    pub(crate) local: bool,
+    /// Slot in the owned-task list, `usize::MAX` when not in it. Accessed only under that list's
+    /// shard lock.
+    pub(crate) owned_key: std::sync::atomic::AtomicUsize,
+    pub(crate) location: &'static Location<'static>,
+}
+
+/// A task as its scheduler sees it.
+pub(crate) trait Runnable: Send + Sync + 'static {
+    fn header(&self) -> &Header;
+    /// Consumes one queue entry: polls the future (or cancels it).
+    fn run(self: Arc<Self>);
+    /// Runtime shutdown: cancels the task now if it is not running elsewhere.
+    fn shutdown(self: Arc<Self>);
+    /// Requests cancellation (from an `AbortHandle`).
+    fn abort(self: Arc<Self>);
+}
+
+/// Where a task goes when it is woken, and who tracks it.
+pub(crate) trait Schedule: Send + Sync + Sized + 'static {
+    /// Queues a notified task. `yielded`: it was woken during its own poll (by itself or by
+    /// running out of budget) and goes to the back of a queue, not to the LIFO slot.
+    fn schedule(&self, task: Task, yielded: bool);
+    /// The task completed: drop it from the owned-task list.
+    fn release(&self, header: &Header);
+}
