@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The module structure of weir's crates (reactor, executor, net, macros, the facade), as the
+# The module structure of weir's crates (reactor, executor, net, macros, config, the facade), as the
 # structure test sees it: for every module with two or more children, which child imports
 # which (with one reference, file:line, per edge), and the cycles among them; then the files
 # over 500 lines in reactor/, executor/ and net/ and whether their module doc argues

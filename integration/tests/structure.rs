@@ -1,7 +1,7 @@
 //! The repository's structure, checked from its sources (plain std, no parser crate):
 //!
 //! - **No import cycles between sibling modules** of `weir-reactor`, `weir-executor`, `weir-net`,
-//!   `weir-macros` and the facade (`src/`). For every module M and two of its children A and B,
+//!   `weir-macros`, `weir-config` and the facade (`src/`). For every module M and two of its children A and B,
 //!   A imports B when a file in A's subtree names a path that resolves into B's subtree
 //!   (`crate::…`, `super::…`, `self::…`, in `use` trees and inline). References between a
 //!   module and its ancestors do not count. Each module's graph of its children must be
