@@ -1,4 +1,10 @@
 //! [`TcpListener`] and its connection stream [`Incoming`].
+//!
+//! The accept back-off on fd or memory exhaustion lives in `backoff`, the accept future and
+//! [`Incoming`] in `incoming`.
+
+mod backoff;
+mod incoming;
 
 use std::fmt;
 use std::future::Future;
@@ -6,23 +12,19 @@ use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, ready};
-use std::time::Duration;
 
 use parking_lot::Mutex;
 use socket2::SockAddr;
-use weir_reactor::io::Readiness;
 use weir_reactor::time::{Sleep, sleep};
 use weir_reactor::{AsyncFd, Direction, Interest, ReactorHandle, ReadyEvent};
 
+use self::backoff::{Exhaustion, Failure, classify};
+use self::incoming::AcceptStd;
+pub use self::incoming::Incoming;
 use super::{TcpSocket, TcpStream};
 use crate::addr::{ToSocketAddrs, last_error, resolve};
-
-/// First pause after `accept` ran out of fds or memory.
-const BACKOFF_MIN: Duration = Duration::from_millis(1);
-/// The pause doubles on every further failure of the episode, up to this.
-const BACKOFF_MAX: Duration = Duration::from_millis(100);
 
 /// A TCP listening socket, registered with the reactor of the thread that created it.
 ///
@@ -93,80 +95,6 @@ pub struct TcpListener {
     /// The backoff timer of the single-waiter `poll_accept*` API (the futures keep their own).
     poll_backoff: Mutex<Option<Sleep>>,
     exhaustion: Exhaustion,
-}
-
-/// State of an "out of fds/memory" episode, shared by every acceptor of the listener.
-#[derive(Debug, Default)]
-struct Exhaustion {
-    /// An episode is in progress: a warning has been logged and not yet followed by a success.
-    active: AtomicBool,
-    /// The next pause, in nanoseconds.
-    delay_ns: AtomicU64,
-    /// `accept4(2)` calls made, for tests.
-    attempts: AtomicU64,
-}
-
-/// What to do after `accept4(2)` failed.
-enum Failure {
-    /// No pending connection: clear readiness and wait.
-    WouldBlock,
-    /// The connection went away in the queue, or a signal: try again at once.
-    Retry,
-    /// Out of fds or memory: the connection stays queued; pause, then try again.
-    Exhausted,
-    /// Anything else: report it.
-    Fatal,
-}
-
-fn classify(e: &io::Error) -> Failure {
-    if e.kind() == io::ErrorKind::WouldBlock {
-        return Failure::WouldBlock;
-    }
-    match e.raw_os_error() {
-        Some(libc::EINTR | libc::ECONNABORTED) => Failure::Retry,
-        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM) => Failure::Exhausted,
-        _ => Failure::Fatal,
-    }
-}
-
-impl Exhaustion {
-    /// Starts or continues an episode; returns how long to pause.
-    fn backoff(&self, err: &io::Error, local: impl FnOnce() -> Option<SocketAddr>) -> Duration {
-        let min = BACKOFF_MIN.as_nanos() as u64;
-        let max = BACKOFF_MAX.as_nanos() as u64;
-        if self
-            .active
-            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
-        {
-            self.delay_ns
-                .store(min.saturating_mul(2), Ordering::Relaxed);
-            tracing::warn!(
-                target: "weir::net",
-                error = %err,
-                local_addr = ?local(),
-                "accept failed for lack of file descriptors or memory; pending connections stay \
-                 queued and accept is retried with a backoff of up to {BACKOFF_MAX:?} until \
-                 resources free up"
-            );
-            return BACKOFF_MIN;
-        }
-        let prev = self
-            .delay_ns
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |d| {
-                Some(d.saturating_mul(2).clamp(min, max))
-            })
-            .unwrap_or(min);
-        Duration::from_nanos(prev.clamp(min, max))
-    }
-
-    /// A successful accept ends the episode.
-    fn recovered(&self, local: impl FnOnce() -> Option<SocketAddr>) {
-        // One relaxed load on the fast path; the address is looked up only for the log.
-        if self.active.load(Ordering::Relaxed) && self.active.swap(false, Ordering::AcqRel) {
-            tracing::info!(target: "weir::net", local_addr = ?local(), "accept recovered");
-        }
-    }
 }
 
 impl TcpListener {
@@ -437,80 +365,6 @@ impl fmt::Debug for TcpListener {
             .field("local", &self.local_addr().ok())
             .field("registration", self.io.registration())
             .field("exhausted", &self.exhaustion.active.load(Ordering::Relaxed))
-            .finish()
-    }
-}
-
-/// The accept future: its own readiness waiter (so many tasks can accept at once) and its own
-/// backoff timer. Reusable after completion (by [`Incoming`]).
-struct AcceptStd<'a> {
-    listener: &'a TcpListener,
-    readiness: Readiness<'a>,
-    backoff: Option<Sleep>,
-}
-
-impl<'a> AcceptStd<'a> {
-    fn new(listener: &'a TcpListener) -> AcceptStd<'a> {
-        AcceptStd {
-            listener,
-            readiness: listener.io.registration().readiness(Interest::READABLE),
-            backoff: None,
-        }
-    }
-}
-
-impl Future for AcceptStd<'_> {
-    type Output = io::Result<(std::net::TcpStream, SocketAddr)>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.get_mut();
-        // The readiness future spends no budget; the accept does, one unit per connection (so
-        // an accept loop under a flood of connections still yields).
-        let coop = ready!(weir_reactor::coop::poll_proceed(cx));
-        let readiness = &mut this.readiness;
-        let r = ready!(this.listener.poll_accept_with(cx, &mut this.backoff, |cx| {
-            Pin::new(&mut *readiness).poll(cx)
-        }));
-        coop.made_progress();
-        Poll::Ready(this.listener.log_accept(r))
-    }
-}
-
-/// The stream of connections of [`TcpListener::incoming`]: yields `io::Result<TcpStream>`
-/// forever (it never returns `None`), with the error handling of
-/// [`TcpListener::accept`] — including the backoff when fds run out.
-///
-/// # Example
-/// ```no_run
-/// use futures_core::Stream;
-/// # async fn demo(listener: weir_net::TcpListener) {
-/// let mut incoming = std::pin::pin!(listener.incoming());
-/// while let Some(stream) = std::future::poll_fn(|cx| incoming.as_mut().poll_next(cx)).await {
-///     let stream = stream.expect("accepted");
-///     # drop(stream);
-/// }
-/// # }
-/// ```
-#[must_use = "streams do nothing unless polled"]
-pub struct Incoming<'a> {
-    accept: AcceptStd<'a>,
-}
-
-impl futures_core::Stream for Incoming<'_> {
-    type Item = io::Result<TcpStream>;
-
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = self.get_mut();
-        let r = ready!(Pin::new(&mut this.accept).poll(cx));
-        Poll::Ready(Some(r.and_then(|(std, _)| TcpStream::from_accepted(std))))
-    }
-}
-
-impl fmt::Debug for Incoming<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Incoming")
-            .field("listener", self.accept.listener)
-            .field("backing_off", &self.accept.backoff.is_some())
             .finish()
     }
 }
