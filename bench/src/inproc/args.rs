@@ -143,7 +143,8 @@ fn parse_rt(s: &str) -> Result<Rt, String> {
 }
 
 impl Args {
-    fn raw(&self, flag: &str) -> Option<&str> {
+    /// `flag`'s raw value, if given.
+    pub(crate) fn raw(&self, flag: &str) -> Option<&str> {
         self.values
             .iter()
             .find(|(f, _)| *f == flag)

@@ -10,11 +10,14 @@
 //!   one reader design per contender (tasks on `AsyncFd`, a raw edge-triggered epoll loop, or a
 //!   busy loop of nonblocking reads).
 //! * [`timers`]: precision of `sleep` (50 µs, 100 µs, 1 ms) and the cost of arming and
-//!   cancelling a timer, on weir and tokio.
+//!   cancelling a timer, on weir and tokio; with `--set user`, sleep loops where programs run
+//!   them (in `block_on`'s future, in one spawned task, in many concurrent tasks).
 
 mod args;
 mod pipes;
 mod timers;
+
+pub(crate) use timers::USER_CASES;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -136,9 +139,17 @@ impl XorShift {
 
 /// The weir runtime of a flavour: 2 workers (`mt`) or current-thread.
 pub(super) fn build_weir(flavor: Flavor) -> Result<weir::runtime::Runtime, String> {
+    build_weir_workers(flavor, 2)
+}
+
+/// The weir runtime of a flavour, with `workers` workers when it is `mt`.
+pub(super) fn build_weir_workers(
+    flavor: Flavor,
+    workers: usize,
+) -> Result<weir::runtime::Runtime, String> {
     match flavor {
         Flavor::Mt => weir::runtime::Builder::new_multi_thread()
-            .workers(2)
+            .workers(workers)
             .build(),
         Flavor::Ct => weir::runtime::Builder::new_current_thread().build(),
     }
@@ -147,9 +158,17 @@ pub(super) fn build_weir(flavor: Flavor) -> Result<weir::runtime::Runtime, Strin
 
 /// The tokio runtime of a flavour, built like [`build_weir`]'s.
 pub(super) fn build_tokio(flavor: Flavor) -> Result<tokio::runtime::Runtime, String> {
+    build_tokio_workers(flavor, 2)
+}
+
+/// The tokio runtime of a flavour, built like [`build_weir_workers`]'s.
+pub(super) fn build_tokio_workers(
+    flavor: Flavor,
+    workers: usize,
+) -> Result<tokio::runtime::Runtime, String> {
     match flavor {
         Flavor::Mt => tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
+            .worker_threads(workers)
             .enable_all()
             .build(),
         Flavor::Ct => tokio::runtime::Builder::new_current_thread()

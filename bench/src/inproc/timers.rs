@@ -1,22 +1,37 @@
 //! `__timers`: sleep precision and timer insert + cancel cost, weir vs tokio.
 //!
 //! Flags: `--rt weir|tokio` (raw-epoll and busy-loop have no timers and are rejected),
-//! `--flavor mt|ct`, `--quick`, `--samples-scale F` (multiplies the sample counts).
+//! `--flavor mt|ct`, `--quick`, `--samples-scale F` (multiplies the sample counts),
+//! `--set classic|user` (which cases run; default `classic`), `--workers N|all` (workers of the
+//! `mt` flavour, `all` = available CPUs; default 2).
 //!
-//! Cases:
+//! Classic cases (`--set classic`):
 //! * `sleep 50 µs`, `sleep 100 µs`, `sleep 1 ms`: one task on an otherwise idle runtime sleeps
 //!   the duration again and again; each sample is the error `elapsed − requested` in µs, with
 //!   `elapsed` taken from an `Instant` read just before the sleep is created to one just after
-//!   it completes. A few sleeps before the samples are discarded (warm-up). Metrics `p50_us`,
-//!   `p99_us`, `max_us`, `samples`; `latency_us` holds the raw errors.
+//!   it completes. A few sleeps before the samples are discarded (warm-up).
 //! * `insert+cancel`: for a fixed time one task creates a sleep of a pseudo-random duration in
 //!   1 ms ..= 100 ms, polls it once (which arms it in the timer queue / wheel on both runtimes:
 //!   the first poll registers it), and drops it (which cancels it). Metrics `ops_per_s`, `ops`,
 //!   `secs`. A sleep that returns `Pending` refunds its cooperative-budget unit on both
 //!   runtimes, so the loop keeps arming real timers without yielding.
+//!
+//! User cases (`--set user`, [`USER_CASES`]): the same loop of sleeps (100 µs and 1 ms) where a
+//! program would write it, each case on a runtime of its own built for it:
+//! * `main's body`: the loop is the future given to `block_on` itself (what `#[weir::main]` /
+//!   `#[tokio::main]` run), so on the multi-thread flavour it runs on the calling thread, not
+//!   on a worker;
+//! * `one spawned task`: `block_on` awaits one spawned task that runs the loop;
+//! * `1000 sleepers`: [`SLEEPERS`] spawned tasks run the loop at once, all started together.
+//!
+//! Every sleep case has metrics `p50_us`, `p99_us`, `p999_us`, `max_us` (of the error),
+//! `early` (samples with a negative error: a sleep that ended before its deadline),
+//! `cpu_us_per_sleep` (process CPU time, all threads, user + system, divided by the number of
+//! sleeps; for the sleepers case over the whole case, warm-up sleeps included) and `samples`;
+//! `latency_us` holds the raw errors.
 
 use std::future::Future;
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::time::{Duration, Instant};
 
 use super::args::{self, Flavor, Rt};
@@ -26,22 +41,66 @@ use crate::helpers::quantile_at;
 /// Sleeps discarded before each precision case's samples.
 const WARMUP_SLEEPS: usize = 5;
 
+/// Tasks of the many-sleepers user case.
+const SLEEPERS: usize = 1000;
+
+/// Where a user case's loop of sleeps runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Place {
+    /// The future passed to `block_on`.
+    Main,
+    /// One spawned task, awaited by `block_on`.
+    Spawned,
+    /// [`SLEEPERS`] spawned tasks at once.
+    Many,
+}
+
+/// The user cases: (name, place, sleep in µs), in run order.
+const USER_TABLE: [(&str, Place, u64); 6] = [
+    ("main's body, sleep 100 µs", Place::Main, 100),
+    ("main's body, sleep 1 ms", Place::Main, 1000),
+    ("one spawned task, sleep 100 µs", Place::Spawned, 100),
+    ("one spawned task, sleep 1 ms", Place::Spawned, 1000),
+    ("1000 sleepers, sleep 100 µs", Place::Many, 100),
+    ("1000 sleepers, sleep 1 ms", Place::Many, 1000),
+];
+
+/// The names of the user cases, in run order.
+pub(crate) const USER_CASES: [&str; 6] = [
+    USER_TABLE[0].0,
+    USER_TABLE[1].0,
+    USER_TABLE[2].0,
+    USER_TABLE[3].0,
+    USER_TABLE[4].0,
+    USER_TABLE[5].0,
+];
+
 /// One precision case.
 struct SleepCase {
     name: &'static str,
+    place: Place,
     duration: Duration,
+    /// Measured sleeps (per task for [`Place::Many`]).
     samples: usize,
 }
 
 /// Everything one run measures.
 struct Plan {
     sleeps: Vec<SleepCase>,
-    cancel_secs: f64,
+    /// Seconds of insert+cancel; `None` in the user set.
+    cancel_secs: Option<f64>,
+}
+
+/// Which cases a run measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Set {
+    Classic,
+    User,
 }
 
 /// Parses the flags, runs the contender, and returns its output.
 pub(super) fn run(argv: &[String]) -> Result<Output, String> {
-    let a = args::parse(argv, &["--samples-scale"])?;
+    let a = args::parse(argv, &["--samples-scale", "--set", "--workers"])?;
     if !matches!(a.rt, Rt::Weir | Rt::Tokio) {
         return Err(format!(
             "--rt {} has no timers: __timers supports weir and tokio only",
@@ -49,89 +108,233 @@ pub(super) fn run(argv: &[String]) -> Result<Output, String> {
         ));
     }
     let scale = a.positive_f64("--samples-scale", 1.0)?;
-    let plan = plan(a.quick, scale);
-    let mut out = match a.rt {
-        Rt::Weir => run_weir(a.flavor, plan)?,
-        _ => run_tokio(a.flavor, plan)?,
+    let set = match a.raw("--set") {
+        None | Some("classic") => Set::Classic,
+        Some("user") => Set::User,
+        Some(other) => return Err(format!("--set must be classic or user, not `{other}`")),
     };
-    let Some(case) = out.cases.get_mut("insert+cancel") else {
-        return Err("the insert+cancel case did not run".into());
+    let workers = match a.raw("--workers") {
+        _ if a.flavor == Flavor::Ct && a.raw("--workers").is_some() => {
+            return Err("--workers applies to --flavor mt only".into());
+        }
+        Some("all") => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        _ => a.positive_usize("--workers", 2)?,
     };
-    if case.metrics.get("ops").copied().unwrap_or(0.0) == 0.0 {
-        return Err("the insert+cancel case made no operations".into());
+    let plan = match set {
+        Set::Classic => plan(a.quick, scale),
+        Set::User => user_plan(a.quick, scale),
+    };
+    let out = match a.rt {
+        Rt::Weir => run_weir(a.flavor, workers, plan)?,
+        _ => run_tokio(a.flavor, workers, plan)?,
+    };
+    if set == Set::Classic {
+        let Some(case) = out.cases.get("insert+cancel") else {
+            return Err("the insert+cancel case did not run".into());
+        };
+        if case.metrics.get("ops").copied().unwrap_or(0.0) == 0.0 {
+            return Err("the insert+cancel case made no operations".into());
+        }
     }
     Ok(out)
 }
 
-/// The cases and their sizes: full 2000 / 2000 / 300 samples and 1 s of insert+cancel, quick
-/// 200 / 200 / 50 and 0.2 s; sample counts are multiplied by `scale` (at least 1 sample).
+/// `base` (or `quick` in quick runs) multiplied by `scale`, at least 1.
+fn count(quick: bool, scale: f64, full: usize, q: usize) -> usize {
+    let base = if quick { q } else { full };
+    ((base as f64 * scale).round() as usize).max(1)
+}
+
+/// The classic cases and their sizes: full 2000 / 2000 / 300 samples and 1 s of
+/// insert+cancel, quick 200 / 200 / 50 and 0.2 s; sample counts are multiplied by `scale` (at
+/// least 1 sample).
 fn plan(quick: bool, scale: f64) -> Plan {
-    let n = |full: usize, q: usize| {
-        let base = if quick { q } else { full };
-        ((base as f64 * scale).round() as usize).max(1)
+    let n = |full, q| count(quick, scale, full, q);
+    let one = |name, duration, samples| SleepCase {
+        name,
+        place: Place::Spawned,
+        duration,
+        samples,
     };
     Plan {
         sleeps: vec![
-            SleepCase {
-                name: "sleep 50 µs",
-                duration: Duration::from_micros(50),
-                samples: n(2000, 200),
-            },
-            SleepCase {
-                name: "sleep 100 µs",
-                duration: Duration::from_micros(100),
-                samples: n(2000, 200),
-            },
-            SleepCase {
-                name: "sleep 1 ms",
-                duration: Duration::from_millis(1),
-                samples: n(300, 50),
-            },
+            one("sleep 50 µs", Duration::from_micros(50), n(2000, 200)),
+            one("sleep 100 µs", Duration::from_micros(100), n(2000, 200)),
+            one("sleep 1 ms", Duration::from_millis(1), n(300, 50)),
         ],
-        cancel_secs: if quick { 0.2 } else { 1.0 },
+        cancel_secs: Some(if quick { 0.2 } else { 1.0 }),
     }
 }
 
-fn run_weir(flavor: Flavor, plan: Plan) -> Result<Output, String> {
-    let rt = super::build_weir(flavor)?;
-    rt.block_on(async move { weir::spawn(all_cases(weir::time::sleep, plan)).await })
-        .map_err(|e| format!("the weir timer task failed: {e}"))
+/// The user cases and their sizes. One loop: 2000 samples of 100 µs, 500 of 1 ms (quick 200
+/// and 50). Sleepers: each of the [`SLEEPERS`] tasks takes 10 samples (quick 2). Multiplied by
+/// `scale` like [`plan`].
+fn user_plan(quick: bool, scale: f64) -> Plan {
+    let sleeps = USER_TABLE
+        .iter()
+        .map(|&(name, place, us)| {
+            let samples = match (place, us) {
+                (Place::Many, _) => count(quick, scale, 10, 2),
+                (_, 100) => count(quick, scale, 2000, 200),
+                _ => count(quick, scale, 500, 50),
+            };
+            SleepCase {
+                name,
+                place,
+                duration: Duration::from_micros(us),
+                samples,
+            }
+        })
+        .collect();
+    Plan {
+        sleeps,
+        cancel_secs: None,
+    }
 }
 
-fn run_tokio(flavor: Flavor, plan: Plan) -> Result<Output, String> {
-    let rt = super::build_tokio(flavor)?;
-    rt.block_on(async move { tokio::spawn(all_cases(tokio::time::sleep, plan)).await })
-        .map_err(|e| format!("the tokio timer task failed: {e}"))
+/// A boxed task that returns its errors (µs).
+type Sleeper = Pin<Box<dyn Future<Output = Vec<f64>> + Send>>;
+
+fn run_weir(flavor: Flavor, workers: usize, plan: Plan) -> Result<Output, String> {
+    let mut out = Output::default();
+    if plan.cancel_secs.is_some() {
+        // The classic set: every case in one task of one runtime.
+        let rt = super::build_weir_workers(flavor, workers)?;
+        return rt
+            .block_on(async move { weir::spawn(classic_cases(weir::time::sleep, plan)).await })
+            .map_err(|e| format!("the weir timer task failed: {e}"));
+    }
+    for case in plan.sleeps {
+        let rt = super::build_weir_workers(flavor, workers)?;
+        let (d, n) = (case.duration, case.samples);
+        let c = match case.place {
+            Place::Main => rt.block_on(sleep_loop(weir::time::sleep, d, n)),
+            Place::Spawned => rt
+                .block_on(async move { weir::spawn(sleep_loop(weir::time::sleep, d, n)).await })
+                .map_err(|e| format!("the weir timer task failed: {e}"))?,
+            Place::Many => rt.block_on(sleepers(
+                |t: Sleeper| {
+                    let h = weir::spawn(t);
+                    async move { h.await.map_err(|e| e.to_string()) }
+                },
+                || -> Sleeper { Box::pin(task_errors(weir::time::sleep, d, n)) },
+            ))?,
+        };
+        out.cases.insert(case.name.to_string(), c);
+    }
+    Ok(out)
 }
 
-/// Runs every case in one task, one after the other.
-async fn all_cases<S, F>(sleep: S, plan: Plan) -> Output
+fn run_tokio(flavor: Flavor, workers: usize, plan: Plan) -> Result<Output, String> {
+    let mut out = Output::default();
+    if plan.cancel_secs.is_some() {
+        let rt = super::build_tokio_workers(flavor, workers)?;
+        return rt
+            .block_on(async move { tokio::spawn(classic_cases(tokio::time::sleep, plan)).await })
+            .map_err(|e| format!("the tokio timer task failed: {e}"));
+    }
+    for case in plan.sleeps {
+        let rt = super::build_tokio_workers(flavor, workers)?;
+        let (d, n) = (case.duration, case.samples);
+        let c = match case.place {
+            Place::Main => rt.block_on(sleep_loop(tokio::time::sleep, d, n)),
+            Place::Spawned => rt
+                .block_on(async move { tokio::spawn(sleep_loop(tokio::time::sleep, d, n)).await })
+                .map_err(|e| format!("the tokio timer task failed: {e}"))?,
+            Place::Many => rt.block_on(sleepers(
+                |t: Sleeper| {
+                    let h = tokio::spawn(t);
+                    async move { h.await.map_err(|e| e.to_string()) }
+                },
+                || -> Sleeper { Box::pin(task_errors(tokio::time::sleep, d, n)) },
+            ))?,
+        };
+        out.cases.insert(case.name.to_string(), c);
+    }
+    Ok(out)
+}
+
+/// Runs every classic case in one task, one after the other.
+async fn classic_cases<S, F>(sleep: S, plan: Plan) -> Output
 where
     S: Fn(Duration) -> F,
     F: Future<Output = ()>,
 {
     let mut out = Output::default();
     for case in &plan.sleeps {
-        for _ in 0..WARMUP_SLEEPS {
-            sleep(case.duration).await;
-        }
-        let mut errors = Vec::with_capacity(case.samples);
-        let want = case.duration.as_secs_f64() * 1e6;
-        for _ in 0..case.samples {
-            let start = Instant::now();
-            sleep(case.duration).await;
-            errors.push(start.elapsed().as_secs_f64() * 1e6 - want);
-        }
-        out.cases
-            .insert(case.name.to_string(), latency_case(errors));
+        let c = sleep_loop(&sleep, case.duration, case.samples).await;
+        out.cases.insert(case.name.to_string(), c);
     }
-    let (ops, secs) = insert_cancel(&sleep, plan.cancel_secs).await;
+    let (ops, secs) = insert_cancel(&sleep, plan.cancel_secs.unwrap_or(1.0)).await;
     let mut c = CaseOut::default();
     c.set("ops", ops as f64);
     c.set("secs", secs);
     c.set("ops_per_s", super::ratio(ops as f64, secs));
     out.cases.insert("insert+cancel".to_string(), c);
     out
+}
+
+/// [`WARMUP_SLEEPS`] sleeps of `d`, then `samples` measured ones: the case, with the CPU time
+/// of the measured part.
+async fn sleep_loop<S, F>(sleep: S, d: Duration, samples: usize) -> CaseOut
+where
+    S: Fn(Duration) -> F,
+    F: Future<Output = ()>,
+{
+    for _ in 0..WARMUP_SLEEPS {
+        sleep(d).await;
+    }
+    let cpu = super::process_cpu_us();
+    let errors = measured_sleeps(&sleep, d, samples).await;
+    let cpu = super::process_cpu_us() - cpu;
+    latency_case(errors, super::ratio(cpu, samples as f64))
+}
+
+/// One sleeper task: a warm-up sleep, then `samples` measured ones; returns their errors.
+async fn task_errors<S, F>(sleep: S, d: Duration, samples: usize) -> Vec<f64>
+where
+    S: Fn(Duration) -> F,
+    F: Future<Output = ()>,
+{
+    sleep(d).await;
+    measured_sleeps(&sleep, d, samples).await
+}
+
+/// `samples` sleeps of `d`; the error of each in µs.
+async fn measured_sleeps<S, F>(sleep: &S, d: Duration, samples: usize) -> Vec<f64>
+where
+    S: Fn(Duration) -> F,
+    F: Future<Output = ()>,
+{
+    let want = d.as_secs_f64() * 1e6;
+    let mut errors = Vec::with_capacity(samples);
+    for _ in 0..samples {
+        let start = Instant::now();
+        sleep(d).await;
+        errors.push(start.elapsed().as_secs_f64() * 1e6 - want);
+    }
+    errors
+}
+
+/// Spawns [`SLEEPERS`] tasks made by `task` with `spawn` (which spawns when called), awaits
+/// them all, and returns the case (every task's errors; CPU time over all sleeps, warm-up
+/// included).
+async fn sleepers<Sp, J, T>(spawn: Sp, task: T) -> Result<CaseOut, String>
+where
+    Sp: Fn(Sleeper) -> J,
+    J: Future<Output = Result<Vec<f64>, String>>,
+    T: Fn() -> Sleeper,
+{
+    let cpu = super::process_cpu_us();
+    // `spawn` spawns at once: every task is running before the first is awaited.
+    let handles: Vec<J> = (0..SLEEPERS).map(|_| spawn(task())).collect();
+    let mut errors = Vec::new();
+    for h in handles {
+        errors.extend(h.await.map_err(|e| format!("a sleeper task failed: {e}"))?);
+    }
+    let cpu = super::process_cpu_us() - cpu;
+    let sleeps = errors.len() + SLEEPERS;
+    Ok(latency_case(errors, super::ratio(cpu, sleeps as f64)))
 }
 
 /// Arms and cancels timers for about `secs`; returns (pairs done, seconds taken).
@@ -162,14 +365,17 @@ where
     }
 }
 
-/// A precision case from its raw errors (µs).
-fn latency_case(errors: Vec<f64>) -> CaseOut {
+/// A precision case from its raw errors (µs) and the CPU time per sleep (µs).
+fn latency_case(errors: Vec<f64>, cpu_us_per_sleep: f64) -> CaseOut {
     let mut sorted = errors.clone();
     sorted.sort_by(f64::total_cmp);
     let mut c = CaseOut::default();
     c.set("p50_us", quantile_at(&sorted, 0.50));
     c.set("p99_us", quantile_at(&sorted, 0.99));
+    c.set("p999_us", quantile_at(&sorted, 0.999));
     c.set("max_us", sorted.last().copied().unwrap_or(0.0));
+    c.set("early", sorted.iter().filter(|&&e| e < 0.0).count() as f64);
+    c.set("cpu_us_per_sleep", cpu_us_per_sleep);
     c.set("samples", sorted.len() as f64);
     c.latency_us = Some(errors);
     c
@@ -184,11 +390,64 @@ mod tests {
         let full = plan(false, 1.0);
         let n: Vec<usize> = full.sleeps.iter().map(|c| c.samples).collect();
         assert_eq!(n, [2000, 2000, 300]);
-        assert_eq!(full.cancel_secs, 1.0);
+        assert_eq!(full.cancel_secs, Some(1.0));
         let quick = plan(true, 0.5);
         let n: Vec<usize> = quick.sleeps.iter().map(|c| c.samples).collect();
         assert_eq!(n, [100, 100, 25]);
         assert_eq!(plan(true, 1e-9).sleeps[0].samples, 1);
+    }
+
+    #[test]
+    fn user_plan_sizes() {
+        let full = user_plan(false, 1.0);
+        let n: Vec<usize> = full.sleeps.iter().map(|c| c.samples).collect();
+        assert_eq!(n, [2000, 500, 2000, 500, 10, 10]);
+        assert!(full.cancel_secs.is_none());
+        let names: Vec<&str> = full.sleeps.iter().map(|c| c.name).collect();
+        assert_eq!(names, USER_CASES);
+        let quick = user_plan(true, 1.0);
+        let n: Vec<usize> = quick.sleeps.iter().map(|c| c.samples).collect();
+        assert_eq!(n, [200, 50, 200, 50, 2, 2]);
+    }
+
+    fn argv(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn rejects_bad_set_and_workers() {
+        assert!(run(&argv(&["--rt", "weir", "--set", "both"])).is_err());
+        assert!(run(&argv(&["--rt", "weir", "--flavor", "ct", "--workers", "1"])).is_err());
+        assert!(run(&argv(&["--rt", "tokio", "--workers", "0"])).is_err());
+        assert!(run(&argv(&["--rt", "tokio", "--workers", "some"])).is_err());
+    }
+
+    /// Every user case runs on both runtimes and every flavour, and no sleep ends early.
+    #[test]
+    fn user_cases_run_and_never_end_early() {
+        for rt in ["weir", "tokio"] {
+            for flavor in [
+                &["--flavor", "ct"][..],
+                &["--workers", "1"],
+                &["--workers", "all"],
+            ] {
+                let mut a = argv(&["--rt", rt, "--set", "user", "--quick"]);
+                a.extend(argv(&["--samples-scale", "0.05"]));
+                a.extend(argv(flavor));
+                let out = run(&a).unwrap_or_else(|e| panic!("{a:?}: {e}"));
+                let names: Vec<&str> = out.cases.keys().map(String::as_str).collect();
+                let mut want = USER_CASES.to_vec();
+                want.sort_unstable();
+                assert_eq!(names, want, "{a:?}");
+                for (name, c) in &out.cases {
+                    let errors = c.latency_us.as_deref().unwrap_or_default();
+                    assert!(!errors.is_empty(), "{a:?} {name}: no samples");
+                    assert_eq!(c.metrics["samples"], errors.len() as f64);
+                    assert_eq!(c.metrics["early"], 0.0, "{a:?} {name}: a sleep ended early");
+                    assert!(errors.iter().all(|&e| e >= 0.0), "{a:?} {name}");
+                }
+            }
+        }
     }
 
     #[test]
@@ -202,10 +461,13 @@ mod tests {
 
     #[test]
     fn latency_case_keys() {
-        let c = latency_case(vec![3.0, 1.0, 2.0]);
+        let c = latency_case(vec![3.0, -1.0, 2.0], 4.5);
         assert_eq!(c.metrics["p50_us"], 2.0);
         assert_eq!(c.metrics["max_us"], 3.0);
+        assert_eq!(c.metrics["p999_us"], 3.0);
+        assert_eq!(c.metrics["early"], 1.0);
+        assert_eq!(c.metrics["cpu_us_per_sleep"], 4.5);
         assert_eq!(c.metrics["samples"], 3.0);
-        assert_eq!(c.latency_us.as_deref(), Some(&[3.0, 1.0, 2.0][..]));
+        assert_eq!(c.latency_us.as_deref(), Some(&[3.0, -1.0, 2.0][..]));
     }
 }
