@@ -166,7 +166,7 @@ fn plan(quick: bool, scale: f64) -> Plan {
     }
 }
 
-/// The user cases and their sizes. One loop: 2000 samples of 100 µs, 500 of 1 ms (quick 200
+/// The user cases and their sizes. One loop: 1000 samples of 100 µs, 300 of 1 ms (quick 200
 /// and 50). Sleepers: each of the [`SLEEPERS`] tasks takes 10 samples (quick 2). Multiplied by
 /// `scale` like [`plan`].
 fn user_plan(quick: bool, scale: f64) -> Plan {
@@ -175,8 +175,8 @@ fn user_plan(quick: bool, scale: f64) -> Plan {
         .map(|&(name, place, us)| {
             let samples = match (place, us) {
                 (Place::Many, _) => count(quick, scale, 10, 2),
-                (_, 100) => count(quick, scale, 2000, 200),
-                _ => count(quick, scale, 500, 50),
+                (_, 100) => count(quick, scale, 1000, 200),
+                _ => count(quick, scale, 300, 50),
             };
             SleepCase {
                 name,
@@ -401,7 +401,7 @@ mod tests {
     fn user_plan_sizes() {
         let full = user_plan(false, 1.0);
         let n: Vec<usize> = full.sleeps.iter().map(|c| c.samples).collect();
-        assert_eq!(n, [2000, 500, 2000, 500, 10, 10]);
+        assert_eq!(n, [1000, 300, 1000, 300, 10, 10]);
         assert!(full.cancel_secs.is_none());
         let names: Vec<&str> = full.sleeps.iter().map(|c| c.name).collect();
         assert_eq!(names, USER_CASES);

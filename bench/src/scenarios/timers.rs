@@ -72,7 +72,7 @@ pub(super) fn timers(ctx: &mut Ctx) -> ScenarioResult {
         json!({
             "samples_full": {"50us": 2000, "100us": 2000, "1ms": 300},
             "insert_cancel_s": 1.0,
-            "user_samples_full": {"100us": 2000, "1ms": 500, "sleepers": 1000, "per_sleeper": 10},
+            "user_samples_full": {"100us": 1000, "1ms": 300, "sleepers": 1000, "per_sleeper": 10},
             "n_workers": cores,
         }),
         &all_contenders,
