@@ -37,7 +37,7 @@ mod wrk;
 
 // Used here and by the scenarios that name them through `super::` (`pinned`).
 use measuring::{Measured, add_costs, measure, start_server_on};
-use wrk::{WrkResult, parse_wrk};
+use wrk::{WrkResult, have_wrk, run_wrk};
 
 /// All scenarios, in run order.
 const SCENARIOS: [&str; 8] = [

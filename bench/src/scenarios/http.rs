@@ -3,12 +3,11 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::process::Command;
 
 use serde_json::json;
 
 use super::measuring::{Measured, add_costs, measure, start_server};
-use super::wrk::{WrkResult, parse_wrk};
+use super::wrk::{WrkResult, have_wrk, run_wrk};
 use super::{
     Bound, Ctx, TOKIO_CT, TOKIO_MT, WEIR, WEIR_SHARDED, metric, ratio_claim, run_rounds, scenario,
 };
@@ -38,7 +37,7 @@ pub(super) fn http(ctx: &mut Ctx) -> ScenarioResult {
             metric("ctx_per_req", "ctx sw/req", "", false),
         ],
     );
-    if Command::new("wrk").arg("--version").output().is_err() {
+    if !have_wrk() {
         ctx.errors
             .push("http: wrk is not installed (apt-get install -y wrk)".into());
         sc.notes
@@ -53,27 +52,15 @@ pub(super) fn http(ctx: &mut Ctx) -> ScenarioResult {
             _ => (64, true),
         };
         let drive = |addr: SocketAddr, on_phase: &mut dyn FnMut(Phase)| -> io::Result<WrkResult> {
-            let mut cmd = Command::new("wrk");
-            cmd.args([
-                "-t2",
-                &format!("-c{conns}"),
-                &format!("-d{secs}s"),
-                "--latency",
-            ]);
+            let mut args = vec![
+                "-t2".to_string(),
+                format!("-c{conns}"),
+                format!("-d{secs}s"),
+            ];
             if close {
-                cmd.args(["-H", "Connection: close"]);
+                args.extend(["-H".to_string(), "Connection: close".to_string()]);
             }
-            cmd.arg(format!("http://{addr}/"));
-            on_phase(Phase::MeasureStart);
-            let out = cmd.output()?;
-            on_phase(Phase::MeasureEnd);
-            if !out.status.success() {
-                return Err(io::Error::other(format!(
-                    "wrk failed: {}",
-                    String::from_utf8_lossy(&out.stderr)
-                )));
-            }
-            parse_wrk(&String::from_utf8_lossy(&out.stdout))
+            run_wrk(addr, &args, on_phase)
         };
         let (r, w) = measure(&mut server, drive, addr)?;
         server.stop()?;

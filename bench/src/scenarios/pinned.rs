@@ -10,13 +10,12 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::process::Command;
 
 use serde_json::json;
 
 use super::{
-    Bound, Contender, Ctx, Measured, WrkResult, add_costs, c, measure, med, metric, parse_wrk,
-    ratio_claim, run_rounds, scenario, start_server_on,
+    Bound, Contender, Ctx, Measured, WrkResult, add_costs, c, have_wrk, measure, med, metric,
+    ratio_claim, run_rounds, run_wrk, scenario, start_server_on,
 };
 use crate::helpers::{quantile_at, quantiles};
 use crate::load::{self, Phase};
@@ -167,7 +166,7 @@ pub(super) fn pinned(ctx: &mut Ctx) -> ScenarioResult {
     sc.notes.push(format!(
         "server on CPU {server_cpu}, load generator (and wrk) on CPU {load_cpu}"
     ));
-    let have_wrk = Command::new("wrk").arg("--version").output().is_ok();
+    let have_wrk = have_wrk();
     if !have_wrk {
         ctx.errors
             .push("pinned: wrk is not installed (apt-get install -y wrk)".into());
@@ -259,24 +258,12 @@ fn open_loop(cont: &Contender, cpu: usize, rate: f64, t: &super::Timing) -> io::
 fn saturated(cont: &Contender, cpu: usize, secs: u32) -> io::Result<Measured> {
     let (mut server, addr) = start_server_on("http", cont, cpu)?;
     let drive = |addr: SocketAddr, on_phase: &mut dyn FnMut(Phase)| -> io::Result<WrkResult> {
-        let mut cmd = Command::new("wrk");
-        cmd.args([
-            "-t1",
-            &format!("-c{CONNS}"),
-            &format!("-d{secs}s"),
-            "--latency",
-        ])
-        .arg(format!("http://{addr}/"));
-        on_phase(Phase::MeasureStart);
-        let out = cmd.output()?;
-        on_phase(Phase::MeasureEnd);
-        if !out.status.success() {
-            return Err(io::Error::other(format!(
-                "wrk failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            )));
-        }
-        parse_wrk(&String::from_utf8_lossy(&out.stdout))
+        let args = [
+            "-t1".to_string(),
+            format!("-c{CONNS}"),
+            format!("-d{secs}s"),
+        ];
+        run_wrk(addr, &args, on_phase)
     };
     let (r, w) = measure(&mut server, drive, addr)?;
     server.stop()?;

@@ -1,6 +1,10 @@
 //! wrk's text output, parsed (the `http` and `pinned` scenarios run wrk).
 
 use std::io;
+use std::net::SocketAddr;
+use std::process::Command;
+
+use crate::load::Phase;
 
 /// What wrk reported.
 #[derive(Debug, Default)]
@@ -25,6 +29,34 @@ fn wrk_time_us(s: &str) -> Option<f64> {
         return None;
     };
     num.parse::<f64>().ok().map(|v| v * mult)
+}
+
+/// Whether `wrk` can be run.
+pub(super) fn have_wrk() -> bool {
+    Command::new("wrk").arg("--version").output().is_ok()
+}
+
+/// Runs `wrk ARGS --latency http://ADDR/` as the measurement window of a round (reporting the
+/// window's start and end through `on_phase`), and parses what it printed.
+pub(super) fn run_wrk(
+    addr: SocketAddr,
+    args: &[String],
+    on_phase: &mut dyn FnMut(Phase),
+) -> io::Result<WrkResult> {
+    let mut cmd = Command::new("wrk");
+    cmd.args(args)
+        .arg("--latency")
+        .arg(format!("http://{addr}/"));
+    on_phase(Phase::MeasureStart);
+    let out = cmd.output()?;
+    on_phase(Phase::MeasureEnd);
+    if !out.status.success() {
+        return Err(io::Error::other(format!(
+            "wrk failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    parse_wrk(&String::from_utf8_lossy(&out.stdout))
 }
 
 pub(super) fn parse_wrk(out: &str) -> io::Result<WrkResult> {
