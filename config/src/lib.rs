@@ -56,17 +56,26 @@ macro_rules! define_backend {
             /// Default where epoll is not available.
             #[cfg_attr(not(target_os = "linux"), default)]
             Mio,
+            /// Linux io_uring: one ring per worker, readiness through multishot poll requests,
+            /// the kernel's own min_wait window (Linux 6.12 and later).
+            IoUring,
+            /// io_uring where the kernel offers everything weir needs, epoll otherwise: probed
+            /// once per process, with the choice and its reason logged.
+            Auto,
         }
 
         impl Backend {
             /// Every backend, in the order `#[weir::main]` lists them.
-            $vis const ALL: [Backend; 2] = [Backend::Epoll, Backend::Mio];
+            $vis const ALL: [Backend; 4] =
+                [Backend::Epoll, Backend::Mio, Backend::IoUring, Backend::Auto];
 
             /// The name `#[weir::main(backend = "…")]` accepts.
             $vis const fn name(self) -> &'static str {
                 match self {
                     Backend::Epoll => "epoll",
                     Backend::Mio => "mio",
+                    Backend::IoUring => "io_uring",
+                    Backend::Auto => "auto",
                 }
             }
 
@@ -75,6 +84,8 @@ macro_rules! define_backend {
                 match self {
                     Backend::Epoll => "Epoll",
                     Backend::Mio => "Mio",
+                    Backend::IoUring => "IoUring",
+                    Backend::Auto => "Auto",
                 }
             }
         }

@@ -1,2 +1,2 @@
-#[weir::main(backend = "io_uring")]
+#[weir::main(backend = "uring")]
 async fn main() {}

@@ -172,6 +172,14 @@ pub(crate) fn new(cfg: &SysConfig) -> io::Result<(AnySelector, AnyRegistry)> {
             let (s, r) = <mio::Selector as Selector>::new(cfg)?;
             Ok((AnySelector::Mio(s), AnyRegistry::Mio(r)))
         }
+        Backend::IoUring => Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "the io_uring backend is not available in this build",
+        )),
+        Backend::Auto => new(&SysConfig {
+            backend: Backend::default(),
+            ..*cfg
+        }),
     }
 }
 
