@@ -21,6 +21,9 @@ pub(crate) struct Config {
     pub(crate) name: Option<String>,
     /// The user's thread callbacks.
     pub(crate) hooks: Hooks,
+    /// How the reactor a `block_on` caller waits in is built (multi-thread runtimes; `None`:
+    /// callers wait on a parker).
+    pub(crate) block_on_reactor: Option<weir_reactor::DriverConfig>,
 }
 
 /// A callback of `Builder::on_thread_*`.

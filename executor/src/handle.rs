@@ -6,20 +6,16 @@ use std::future::Future;
 use std::panic::Location;
 use std::pin::pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
-use std::thread;
 
-use weir_reactor::coop;
 use weir_reactor::os::linux::{KernelBusyPoll, ReactorHandleExt};
 
+use crate::block_on;
 use crate::blocking;
 use crate::context::{self, EnterGuard};
 use crate::metrics::RuntimeMetrics;
-use crate::parker::Parker;
 use crate::placement;
 use crate::shared::{Id, Shared};
 use crate::task_core::JoinHandle;
-use crate::worker;
 
 /// A cheap, cloneable reference to a runtime: spawn onto it, enter it, read its metrics.
 #[derive(Clone)]
@@ -193,70 +189,8 @@ impl Handle {
         }
         let _in_runtime = context::set_in_runtime(true);
         let _enter = self.enter();
-        let mut future = pin!(future);
-        let shared = &self.shared;
-        // Not the thread's park token: the future may use that one itself.
-        let parker = Arc::new(Parker::new());
-        let waker = Waker::from(parker.clone());
-        let mut cx = Context::from_waker(&waker);
-        loop {
-            // Current-thread flavour: drive the runtime here if its core is free.
-            let core = if self.flavor_is_current_thread() {
-                shared.idle_cores.lock().pop()
-            } else {
-                None
-            };
-            if let Some(core) = core {
-                if core
-                    .local_thread()
-                    .is_some_and(|t| t != thread::current().id())
-                {
-                    shared.idle_cores.lock().push(core);
-                    panic!(
-                        "this current-thread runtime holds spawn_local tasks of another thread; \
-                         call block_on from that thread"
-                    );
-                }
-                let prev_slack = weir_reactor::thread::set_timer_slack(1).ok();
-                let (core, out) = worker::run(shared, core, Some(future.as_mut()));
-                let core = core.expect("a current-thread worker is never handed over");
-                if let Some(prev) = prev_slack {
-                    let _ = weir_reactor::thread::set_timer_slack(prev);
-                }
-                shared.idle_cores.lock().push(core);
-                for w in shared.core_waiters.lock().drain(..) {
-                    w.wake();
-                }
-                match out {
-                    Ok(Some(v)) => return v,
-                    Ok(None) => panic!("the weir runtime shut down while block_on was waiting"),
-                    Err(panic) => std::panic::resume_unwind(panic),
-                }
-            }
-            if let Poll::Ready(v) = coop::budget(|| future.as_mut().poll(&mut cx)) {
-                return v;
-            }
-            if shared.is_shutdown() && self.flavor_is_current_thread() {
-                panic!("the weir runtime shut down while block_on was waiting");
-            }
-            if self.flavor_is_current_thread() {
-                {
-                    let mut waiters = shared.core_waiters.lock();
-                    if !waiters.iter().any(|w| w.will_wake(&waker)) {
-                        waiters.push(waker.clone());
-                    }
-                }
-                if shared.idle_cores.lock().is_empty() {
-                    parker.park();
-                }
-            } else {
-                parker.park();
-            }
-        }
-    }
-
-    fn flavor_is_current_thread(&self) -> bool {
-        self.shared.is_current_thread()
+        let future = pin!(future);
+        block_on::block_on(&self.shared, future)
     }
 }
 

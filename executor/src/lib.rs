@@ -40,6 +40,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+mod block_on;
 mod blocking;
 mod builder;
 mod compat;

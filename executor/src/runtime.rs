@@ -168,7 +168,8 @@ impl Runtime {
     /// 5. shut down the blocking pool (cancel queued closures, wait for running ones);
     /// 6. shut down the tokio compat runtime, if any (its tasks are dropped);
     /// 7. drop the workers' drivers: each reactor wakes whatever is still registered, drops its
-    ///    timers, and its epoll fd and eventfd close with the last reference.
+    ///    timers, and its epoll fd and eventfd close with the last reference; then the idle
+    ///    reactors of `block_on` callers.
     fn shutdown(&mut self, deadline: Option<Instant>) {
         if self.done {
             return;
@@ -212,6 +213,8 @@ impl Runtime {
         // tokio-spawned tasks may hold weir sockets: drop them while the reactors still exist.
         self.compat.shutdown(deadline);
         drop(cores);
+        // The idle reactors of `block_on` callers: their fds close here, not with the last handle.
+        drop(std::mem::take(&mut *shared.block_on_drivers.lock()));
         tracing::debug!(target: "weir::worker", "runtime shut down");
     }
 }

@@ -233,3 +233,98 @@ fn enter_guards_dropped_in_order_restore_the_previous_runtime() {
     drop(ga);
     assert!(weir::runtime::Handle::try_current().is_err());
 }
+
+/// Sleeps in `block_on`'s own future, on every flavour and backend: each ends, never before
+/// its deadline, and wake-ups from tasks on the workers still reach the caller.
+#[test]
+fn sleeps_in_block_on_end_and_are_never_early() {
+    for backend in [Backend::Epoll, Backend::Mio] {
+        for flavor in [
+            Flavor::CurrentThread,
+            Flavor::Workers(1),
+            Flavor::Workers(2),
+        ] {
+            let rt = build(flavor, backend);
+            rt.block_on(async {
+                for i in 0..50u64 {
+                    let d = Duration::from_micros(50 + i * 10);
+                    let start = std::time::Instant::now();
+                    weir::time::sleep(d).await;
+                    assert!(start.elapsed() >= d, "{flavor:?}/{backend:?}: early sleep");
+                    // A wake-up from a worker, between sleeps.
+                    let v = weir::spawn(async move { i * 2 }).await.unwrap();
+                    assert_eq!(v, i * 2);
+                }
+            });
+        }
+    }
+}
+
+/// A sleep first polled in `block_on` (so armed where the caller waits) and then moved into a
+/// task that outlives the call still fires, once `block_on` has returned.
+#[test]
+fn a_sleep_armed_in_block_on_fires_after_it_returns() {
+    for flavor in [
+        Flavor::Workers(1),
+        Flavor::Workers(2),
+        Flavor::CurrentThread,
+    ] {
+        let rt = build(flavor, Backend::Epoll);
+        let (tx, rx) = mpsc::channel();
+        let deadline = rt.block_on(async {
+            let mut sleep = Box::pin(weir::time::sleep(Duration::from_millis(30)));
+            // Polled once: armed.
+            assert!(futures::poll!(sleep.as_mut()).is_pending());
+            let deadline = sleep.deadline().into_std();
+            weir::spawn(async move {
+                sleep.await;
+                let _ = tx.send(std::time::Instant::now());
+            });
+            deadline
+        });
+        if matches!(flavor, Flavor::CurrentThread) {
+            // Its one worker runs only inside `block_on`: drive it until the task reports.
+            let fired = rt.block_on(async {
+                loop {
+                    if let Ok(t) = rx.try_recv() {
+                        break t;
+                    }
+                    weir::time::sleep(Duration::from_millis(5)).await;
+                }
+            });
+            assert!(fired >= deadline, "{flavor:?}: fired early");
+            continue;
+        }
+        let fired = rx
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("{flavor:?}: the sleep moved out of block_on never fired"));
+        assert!(fired >= deadline, "{flavor:?}: fired early");
+    }
+}
+
+/// Several threads block on the same multi-thread runtime at once, each sleeping: each wakes
+/// (each waits in a reactor of its own), and the runtime's reactors are reused afterwards.
+#[test]
+fn concurrent_block_on_callers_each_wake() {
+    let rt = std::sync::Arc::new(build(Flavor::Workers(2), Backend::Epoll));
+    for _round in 0..3 {
+        let threads: Vec<_> = (0..4)
+            .map(|k| {
+                let rt = rt.clone();
+                thread::spawn(move || {
+                    rt.block_on(async move {
+                        for _ in 0..20 {
+                            let d = Duration::from_micros(100 + k * 37);
+                            let start = std::time::Instant::now();
+                            weir::time::sleep(d).await;
+                            assert!(start.elapsed() >= d);
+                        }
+                    })
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+    }
+}

@@ -18,6 +18,10 @@ struct Current {
 }
 
 thread_local! {
+    /// The reactor that takes the timers armed on this thread, when it is not `CURRENT`: the
+    /// thread's own driver that it waits in while its I/O belongs to other reactors (the
+    /// caller of a multi-thread runtime's `block_on`). This thread owns it.
+    static TIMER_HOME: RefCell<Option<ReactorHandle>> = const { RefCell::new(None) };
     /// Every access uses `try_with`: a runtime kept in a thread-local may shut down (and enter
     /// its reactors) while the thread exits, after this one has been destroyed.
     static CURRENT: RefCell<Option<Current>> = const { RefCell::new(None) };
@@ -86,6 +90,55 @@ impl Driver {
     pub fn enter(&self) -> ReactorEnterGuard {
         enter(self.handle().clone(), true)
     }
+
+    /// Makes this reactor the home of the timers armed on this thread, as their owner, until
+    /// the guard drops; I/O keeps going to the current reactor. For a thread that waits in this
+    /// driver while its sockets belong to other reactors — the caller of a multi-thread
+    /// runtime's `block_on` — so that its sleeps end on its own wait, not through another
+    /// thread.
+    ///
+    /// A timer armed here and still pending when the driver is dropped (its future moved to a
+    /// task that outlives the wait) is not lost: dropping the driver shuts it down, which wakes
+    /// the timer's task, and the timer re-arms on the reactor of the thread that polls it.
+    pub fn enter_timers(&self) -> TimerHomeGuard {
+        match TIMER_HOME.try_with(|c| c.replace(Some(self.handle().clone()))) {
+            Ok(prev) => TimerHomeGuard {
+                prev,
+                entered: true,
+                _not_send: PhantomData,
+            },
+            Err(_) => TimerHomeGuard {
+                prev: None,
+                entered: false,
+                _not_send: PhantomData,
+            },
+        }
+    }
+}
+
+/// Restores the previous timer home of the thread when dropped; see [`Driver::enter_timers`].
+#[must_use = "timers go to the driver only while the guard lives"]
+pub struct TimerHomeGuard {
+    prev: Option<ReactorHandle>,
+    entered: bool,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl Drop for TimerHomeGuard {
+    fn drop(&mut self) {
+        if !self.entered {
+            return;
+        }
+        let prev = self.prev.take();
+        let replaced = TIMER_HOME.try_with(|c| c.replace(prev));
+        drop(replaced);
+    }
+}
+
+impl fmt::Debug for TimerHomeGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TimerHomeGuard").finish_non_exhaustive()
+    }
 }
 
 impl ReactorHandle {
@@ -107,6 +160,9 @@ impl ReactorHandle {
     /// The reactor of the current thread and whether this thread owns it, in one lookup.
     /// Outside a runtime, the [fallback reactor](crate::fallback) (never the owner).
     pub(crate) fn current_for_timer() -> (ReactorHandle, bool) {
+        if let Some(home) = TIMER_HOME.try_with(|c| c.borrow().clone()).ok().flatten() {
+            return (home, true);
+        }
         let found = CURRENT
             .try_with(|c| c.borrow().as_ref().map(|c| (c.handle.clone(), c.owner)))
             .ok()

@@ -44,7 +44,7 @@ pub mod thread;
 pub mod time;
 
 pub use config::{DEFAULT_TIMER_SPIN, DriverConfig, MAX_EVENTS_LIMIT};
-pub use context::ReactorEnterGuard;
+pub use context::{ReactorEnterGuard, TimerHomeGuard};
 pub use driver::{Driver, ReactorHandle};
 pub use io::{AsyncFd, AsyncFdReadyGuard, ReadyEvent, Registration};
 pub use metrics::ReactorStats;

@@ -199,6 +199,16 @@ impl Builder {
             compat,
             name: self.name.clone(),
             hooks: self.hooks.clone(),
+            block_on_reactor: (!current).then(|| weir_reactor::DriverConfig {
+                backend: self.backend,
+                min_wait: weir_reactor::MinWait::Off,
+                max_events: 64,
+                epoll_pwait2: self.epoll_pwait2,
+                index: crate::block_on::BLOCK_ON_INDEX,
+                timer_spin: self.timer_spin,
+                pausable_clock: false,
+                start_paused: false,
+            }),
         };
         let (shared, cores) = Shared::new(config, drivers, pool, current);
         if current {

@@ -60,6 +60,8 @@ pub(crate) struct Shared {
     pub(crate) stopped_cores: parking_lot::Mutex<Vec<Box<Core>>>,
     /// Threads waiting for a core to be released (current-thread `block_on` contention).
     pub(crate) core_waiters: parking_lot::Mutex<Vec<Waker>>,
+    /// Reactors of `block_on` callers not in use (multi-thread flavour; see `block_on.rs`).
+    pub(crate) block_on_drivers: parking_lot::Mutex<Vec<Driver>>,
 }
 
 /// The part of a worker other threads may touch.
@@ -196,6 +198,7 @@ impl Shared {
             idle_cores: parking_lot::Mutex::new(Vec::new()),
             stopped_cores: parking_lot::Mutex::new(Vec::new()),
             core_waiters: parking_lot::Mutex::new(Vec::new()),
+            block_on_drivers: parking_lot::Mutex::new(Vec::new()),
         });
         tracing::debug!(target: "weir::worker", workers = n, current_thread, "runtime started");
         (shared, cores)
