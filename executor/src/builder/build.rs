@@ -199,7 +199,7 @@ impl Builder {
             compat,
             name: self.name.clone(),
             hooks: self.hooks.clone(),
-            block_on_reactor: (!current).then(|| weir_reactor::DriverConfig {
+            block_on_reactor: (!current).then_some(weir_reactor::DriverConfig {
                 backend: self.backend,
                 min_wait: weir_reactor::MinWait::Off,
                 max_events: 64,
