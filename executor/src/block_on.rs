@@ -5,7 +5,7 @@
 //!   waits on a [`Parker`] for the future or for the core.
 //! - **Multi-thread runtime:** the future is polled on the calling thread, the workers run the
 //!   tasks. The caller waits in a reactor of its own, taken from the runtime's pool of them
-//!   (`Shared::block_on_drivers`): its sleeps are armed there ([`Driver::enter_timers`]) and end
+//!   (`Shared::block_on_drivers`, each reused by the thread that created it): its sleeps are armed there ([`Driver::enter_timers`]) and end
 //!   on this thread's own precise wait, with no other thread in the way. Its sockets still
 //!   register with the workers' reactors, which serve them whether or not this thread is
 //!   waiting. A wake from another thread (a task's `JoinHandle`, a channel) writes the
@@ -45,10 +45,19 @@ pub(crate) fn block_on<F: Future>(shared: &Arc<Shared>, future: Pin<&mut F>) -> 
     }
 }
 
-/// A reactor for a `block_on` caller of a multi-thread runtime: one from the pool, or a new one.
+/// Idle `block_on` reactors a runtime keeps at most; more are dropped when returned.
+const POOL_MAX: usize = 8;
+
+/// A reactor for a `block_on` caller of a multi-thread runtime: the one this thread used last,
+/// or a new one. A reactor is reused only by the thread that created it: a backend may tie its
+/// kernel object to that thread (an io_uring ring with a single issuer).
 fn take_driver(shared: &Shared) -> Option<Driver> {
-    if let Some(d) = shared.block_on_drivers.lock().pop() {
-        return Some(d);
+    let me = thread::current().id();
+    {
+        let mut pool = shared.block_on_drivers.lock();
+        if let Some(i) = pool.iter().position(|(t, _)| *t == me) {
+            return Some(pool.swap_remove(i).1);
+        }
     }
     let cfg = shared.config.block_on_reactor.as_ref()?;
     match Driver::new(cfg) {
@@ -73,7 +82,10 @@ impl Drop for DriverLease<'_> {
             && d.next_timer().is_none()
             && !self.shared.is_shutdown()
         {
-            self.shared.block_on_drivers.lock().push(d);
+            let mut pool = self.shared.block_on_drivers.lock();
+            if pool.len() < POOL_MAX {
+                pool.push((thread::current().id(), d));
+            }
         }
     }
 }

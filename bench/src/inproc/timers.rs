@@ -1,9 +1,17 @@
 //! `__timers`: sleep precision and timer insert + cancel cost, weir vs tokio.
 //!
-//! Flags: `--rt weir|tokio` (raw-epoll and busy-loop have no timers and are rejected),
-//! `--flavor mt|ct`, `--quick`, `--samples-scale F` (multiplies the sample counts),
-//! `--set classic|user` (which cases run; default `classic`), `--workers N|all` (workers of the
-//! `mt` flavour, `all` = available CPUs; default 2).
+//! Flags: `--rt weir|tokio|busy-loop` (raw-epoll has no timers and is rejected; busy-loop
+//! only with `--set user`, see below), `--flavor mt|ct`, `--quick`, `--samples-scale F`
+//! (multiplies the sample counts), `--set classic|user` (which cases run; default `classic`),
+//! `--workers N|all` (workers of the `mt` flavour, `all` = available CPUs; default 2),
+//! `--timer-spin US` (weir only: `Builder::timer_spin`, the most a timer-bound wait may spin;
+//! default the runtime's).
+//!
+//! `--rt busy-loop` is the host's floor, no runtime at all: each "sleep" busy-waits on the
+//! clock until its deadline, on the calling thread (`main's body`) or on one spawned thread
+//! (`one spawned task`); the sleepers cases are not run. Its error is what the machine's
+//! interruptions of a running thread (the hypervisor taking the vCPU, interrupts) add: no
+//! timer can be more precise on that machine, whatever it spends.
 //!
 //! Classic cases (`--set classic`):
 //! * `sleep 50 µs`, `sleep 100 µs`, `sleep 1 ms`: one task on an otherwise idle runtime sleeps
@@ -100,13 +108,23 @@ enum Set {
 
 /// Parses the flags, runs the contender, and returns its output.
 pub(super) fn run(argv: &[String]) -> Result<Output, String> {
-    let a = args::parse(argv, &["--samples-scale", "--set", "--workers"])?;
-    if !matches!(a.rt, Rt::Weir | Rt::Tokio) {
+    let a = args::parse(
+        argv,
+        &["--samples-scale", "--set", "--workers", "--timer-spin"],
+    )?;
+    if !matches!(a.rt, Rt::Weir | Rt::Tokio | Rt::BusyLoop) {
         return Err(format!(
-            "--rt {} has no timers: __timers supports weir and tokio only",
+            "--rt {} has no timers: __timers supports weir, tokio and busy-loop only",
             a.rt
         ));
     }
+    let timer_spin = match a.raw("--timer-spin") {
+        None => None,
+        Some(_) if a.rt != Rt::Weir => return Err("--timer-spin applies to --rt weir only".into()),
+        Some(_) => Some(Duration::from_micros(
+            a.positive_usize("--timer-spin", 50)? as u64
+        )),
+    };
     let scale = a.positive_f64("--samples-scale", 1.0)?;
     let set = match a.raw("--set") {
         None | Some("classic") => Set::Classic,
@@ -120,12 +138,16 @@ pub(super) fn run(argv: &[String]) -> Result<Output, String> {
         Some("all") => std::thread::available_parallelism().map_or(1, |n| n.get()),
         _ => a.positive_usize("--workers", 2)?,
     };
+    if a.rt == Rt::BusyLoop && set != Set::User {
+        return Err("--rt busy-loop runs the user set only (--set user)".into());
+    }
     let plan = match set {
         Set::Classic => plan(a.quick, scale),
         Set::User => user_plan(a.quick, scale),
     };
     let out = match a.rt {
-        Rt::Weir => run_weir(a.flavor, workers, plan)?,
+        Rt::Weir => run_weir(a.flavor, workers, timer_spin, plan)?,
+        Rt::BusyLoop => run_busy_loop(plan),
         _ => run_tokio(a.flavor, workers, plan)?,
     };
     if set == Set::Classic {
@@ -195,17 +217,44 @@ fn user_plan(quick: bool, scale: f64) -> Plan {
 /// A boxed task that returns its errors (µs).
 type Sleeper = Pin<Box<dyn Future<Output = Vec<f64>> + Send>>;
 
-fn run_weir(flavor: Flavor, workers: usize, plan: Plan) -> Result<Output, String> {
+/// A weir runtime of `flavor`, with `timer_spin` if given.
+fn weir_runtime(
+    flavor: Flavor,
+    workers: usize,
+    timer_spin: Option<Duration>,
+) -> Result<weir::runtime::Runtime, String> {
+    let Some(spin) = timer_spin else {
+        return super::build_weir_workers(flavor, workers);
+    };
+    let mut b = match flavor {
+        Flavor::Mt => {
+            let mut b = weir::runtime::Builder::new_multi_thread();
+            b.workers(workers);
+            b
+        }
+        Flavor::Ct => weir::runtime::Builder::new_current_thread(),
+    };
+    b.timer_spin(spin)
+        .build()
+        .map_err(|e| format!("cannot build the weir runtime: {e}"))
+}
+
+fn run_weir(
+    flavor: Flavor,
+    workers: usize,
+    timer_spin: Option<Duration>,
+    plan: Plan,
+) -> Result<Output, String> {
     let mut out = Output::default();
     if plan.cancel_secs.is_some() {
         // The classic set: every case in one task of one runtime.
-        let rt = super::build_weir_workers(flavor, workers)?;
+        let rt = weir_runtime(flavor, workers, timer_spin)?;
         return rt
             .block_on(async move { weir::spawn(classic_cases(weir::time::sleep, plan)).await })
             .map_err(|e| format!("the weir timer task failed: {e}"));
     }
     for case in plan.sleeps {
-        let rt = super::build_weir_workers(flavor, workers)?;
+        let rt = weir_runtime(flavor, workers, timer_spin)?;
         let (d, n) = (case.duration, case.samples);
         let c = match case.place {
             Place::Main => rt.block_on(sleep_loop(weir::time::sleep, d, n)),
@@ -252,6 +301,45 @@ fn run_tokio(flavor: Flavor, workers: usize, plan: Plan) -> Result<Output, Strin
         out.cases.insert(case.name.to_string(), c);
     }
     Ok(out)
+}
+
+/// The host's floor: the user cases' loops with every sleep a busy-wait to its deadline, on
+/// this thread (`main's body`) or on one spawned thread (`one spawned task`). No sleepers
+/// cases.
+fn run_busy_loop(plan: Plan) -> Output {
+    let mut out = Output::default();
+    for case in plan.sleeps {
+        let (d, n) = (case.duration, case.samples);
+        let run = move || poll_ready(sleep_loop(busy_wait, d, n));
+        let c = match case.place {
+            Place::Main => run(),
+            Place::Spawned => match std::thread::spawn(run).join() {
+                Ok(c) => c,
+                Err(_) => continue,
+            },
+            Place::Many => continue,
+        };
+        out.cases.insert(case.name.to_string(), c);
+    }
+    out
+}
+
+/// Runs a future that never waits (every await in it is ready at once) to completion.
+fn poll_ready<F: Future>(f: F) -> F::Output {
+    let mut f = pin!(f);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match f.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(v) => v,
+        std::task::Poll::Pending => unreachable!("a busy-wait loop never waits"),
+    }
+}
+
+/// A "sleep" that spins on the clock until `d` has passed.
+async fn busy_wait(d: Duration) {
+    let deadline = Instant::now() + d;
+    while Instant::now() < deadline {
+        std::hint::spin_loop();
+    }
 }
 
 /// Runs every classic case in one task, one after the other.

@@ -60,8 +60,9 @@ pub(crate) struct Shared {
     pub(crate) stopped_cores: parking_lot::Mutex<Vec<Box<Core>>>,
     /// Threads waiting for a core to be released (current-thread `block_on` contention).
     pub(crate) core_waiters: parking_lot::Mutex<Vec<Waker>>,
-    /// Reactors of `block_on` callers not in use (multi-thread flavour; see `block_on.rs`).
-    pub(crate) block_on_drivers: parking_lot::Mutex<Vec<Driver>>,
+    /// Reactors of `block_on` callers not in use, with the thread that created each
+    /// (multi-thread flavour; see `block_on.rs`).
+    pub(crate) block_on_drivers: parking_lot::Mutex<Vec<(ThreadId, Driver)>>,
 }
 
 /// The part of a worker other threads may touch.
