@@ -10,8 +10,15 @@
 //! millisecond timer wheel. A sleep **never** completes before its deadline. On the mio backend
 //! (or a kernel without `epoll_pwait2`) waits are rounded up to whole milliseconds.
 //!
-//! A timer is armed on the reactor of the thread that first polls it and stays there; if its
-//! task moves to another worker, the timer still fires (the owning worker wakes it).
+//! A timer is armed on the reactor of the thread that first polls it and stays there. If its
+//! task moves to another worker, the timer still fires: the owning worker wakes it.
+//!
+//! On a multi-thread runtime, the thread in `block_on` (`#[weir::main]`'s body) waits in a
+//! reactor of its own, so its sleeps end on its own wait as precisely as a worker's. If such a
+//! sleep is moved into a task that outlives the `block_on`, it re-arms where it is polled next.
+//!
+//! Each wait that a timer ends finishes with a short spin to the deadline, at most
+//! `Builder::timer_spin`, so that the OS's wake-up latency does not make the timer late.
 //!
 //! # Paused clock
 //!
