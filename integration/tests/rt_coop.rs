@@ -166,14 +166,14 @@ rt_test! {
     fn always_ready_io_loop_does_not_starve_a_timer(rt) {
         rt.block_on(async {
             let stop = Arc::new(AtomicBool::new(false));
-            let s = stop.clone();
+            let loops = Arc::new(std::sync::atomic::AtomicU64::new(0));
+            let (s, l) = (stop.clone(), loops.clone());
             // An eventfd that stays readable: each operation reads the counter and adds one
             // back, so it completes on every call, and without a budget this loop would never
             // return to the scheduler.
             let efd = AsyncFd::new(common::eventfd()).unwrap();
             common::write_fd(efd.get_ref(), &1u64.to_ne_bytes()).unwrap();
             let spinner = weir::spawn(async move {
-                let mut n = 0u64;
                 while !s.load(Ordering::Relaxed) {
                     efd.async_io(Interest::READABLE, |fd| {
                         let mut counter = [0u8; 8];
@@ -182,13 +182,23 @@ rt_test! {
                     })
                     .await
                     .unwrap();
-                    n += 1;
+                    l.fetch_add(1, Ordering::Relaxed);
                 }
-                n
             });
-            weir::time::sleep(Duration::from_millis(2)).await;
-            stop.store(true, Ordering::Relaxed);
-            assert!(spinner.await.unwrap() > 0);
+            // The timer is a task's too, so that with one worker it shares the spinner's
+            // worker (a sleep in `block_on`'s own future would be timed by this thread). It
+            // starts once the spinner runs.
+            let (s, l) = (stop.clone(), loops.clone());
+            let sleeper = weir::spawn(async move {
+                while l.load(Ordering::Relaxed) == 0 {
+                    weir::task::yield_now().await;
+                }
+                weir::time::sleep(Duration::from_millis(2)).await;
+                s.store(true, Ordering::Relaxed);
+            });
+            sleeper.await.unwrap();
+            spinner.await.unwrap();
+            assert!(loops.load(Ordering::Relaxed) > 0);
         });
     }
 }
