@@ -127,8 +127,9 @@
 /// Building and running a runtime; metrics.
 pub mod runtime {
     pub use weir_executor::{
-        Builder, EnterGuard, Handle, MAX_BUSY_POLL, MAX_MIN_WAIT, MAX_TIMER_SPIN, MAX_WORKERS,
-        MIN_STACK_SIZE, Runtime, RuntimeId as Id, RuntimeMetrics, TryCurrentError, WorkerStats,
+        BACKEND_ENV, Builder, EnterGuard, Handle, MAX_BUSY_POLL, MAX_MIN_WAIT, MAX_TIMER_SPIN,
+        MAX_WORKERS, MIN_STACK_SIZE, Runtime, RuntimeId as Id, RuntimeMetrics, TryCurrentError,
+        WorkerStats,
     };
     pub use weir_reactor::metrics::EVENT_BUCKETS;
     pub use weir_reactor::os::linux::KernelBusyPoll;

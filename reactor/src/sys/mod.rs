@@ -44,9 +44,11 @@ use std::time::Duration;
 
 use crate::{Interest, Ready};
 
+pub(crate) mod choice;
 #[cfg(target_os = "linux")]
 mod epoll;
 mod mio;
+pub(crate) mod probe;
 
 /// The token reserved for the wake handle's events.
 pub(crate) const WAKE_TOKEN: u64 = u64::MAX;
