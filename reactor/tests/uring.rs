@@ -374,3 +374,70 @@ fn write_readiness_and_hang_up() {
         .is_read_closed()));
     reg.deregister(a.as_raw_fd()).unwrap();
 }
+
+#[test]
+fn deregistration_on_the_owner_thread_releases_the_socket_at_once() {
+    need_uring!("deregistration_on_the_owner_thread_releases_the_socket_at_once");
+    let mut d = driver();
+    let (a, mut b) = UnixStream::pair().unwrap();
+    a.set_nonblocking(true).unwrap();
+    b.set_nonblocking(true).unwrap();
+    let reg = Registration::with_handle(a.as_raw_fd(), Interest::READABLE, d.handle()).unwrap();
+    // The poll is armed: the ring holds a reference to `a`'s file.
+    d.poll().unwrap();
+    d.poll().unwrap();
+    reg.deregister(a.as_raw_fd()).unwrap();
+    drop(reg);
+    drop(a);
+    // No turn of the driver in between: the peer sees the end of stream at once, as on epoll.
+    let mut buf = [0u8; 1];
+    assert_eq!(b.read(&mut buf).unwrap(), 0);
+    assert!(settles_at(&mut d, 0));
+}
+
+#[test]
+fn kernel_busy_poll_maps_to_register_napi() {
+    use weir_reactor::os::linux::{KernelBusyPoll, ReactorHandleExt};
+    need_uring!("kernel_busy_poll_maps_to_register_napi");
+    let mut d = driver();
+    let on = KernelBusyPoll {
+        usecs: 50,
+        budget: 0,
+        prefer: false,
+    };
+    // Before the ring is enabled (a runtime being built): applied at once, errors returned.
+    match d.handle().set_kernel_busy_poll(on) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            eprintln!(
+                "skipping kernel_busy_poll_maps_to_register_napi: no IORING_REGISTER_NAPI ({e})"
+            );
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    }
+    assert_eq!(d.handle().kernel_busy_poll().unwrap(), on);
+    let e = d
+        .handle()
+        .set_kernel_busy_poll(KernelBusyPoll { budget: 8, ..on })
+        .unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    // On the issuer's thread, after the ring is enabled.
+    d.poll().unwrap();
+    let off = KernelBusyPoll::default();
+    d.handle().set_kernel_busy_poll(off).unwrap();
+    assert_eq!(d.handle().kernel_busy_poll().unwrap(), off);
+    // From another thread: applied at the owner's next turn.
+    let h = d.handle().clone();
+    thread::spawn(move || h.set_kernel_busy_poll(on).unwrap())
+        .join()
+        .unwrap();
+    d.poll().unwrap();
+    assert_eq!(d.handle().kernel_busy_poll().unwrap(), on);
+    // And it still works as a reactor.
+    let (r, w) = pipe();
+    let reg = Registration::with_handle(r.as_raw_fd(), Interest::READABLE, d.handle()).unwrap();
+    write1(&w);
+    d.park(Some(Duration::from_secs(10))).unwrap();
+    assert!(readable(&reg));
+}

@@ -260,6 +260,15 @@ impl AnyRegistry {
         }
     }
 
+    /// The io_uring backend's registry, for the Linux-only controls of [`crate::os::linux`].
+    #[cfg(target_os = "linux")]
+    pub(crate) fn uring(&self) -> Option<&uring::Registry> {
+        match self {
+            AnyRegistry::IoUring(r) => Some(r),
+            _ => None,
+        }
+    }
+
     /// The epoll instance's fd, for the Linux-only controls of [`crate::os::linux`]. `None` on
     /// other backends.
     #[cfg(target_os = "linux")]

@@ -137,7 +137,7 @@ mod loom_tests {
     }
 
     #[test]
-    fn two_pushers_keep_their_order_and_wake_at_most_once_per_block() {
+    fn ops_from_one_thread_keep_their_order_and_wake_at_most_once_per_block() {
         loom::model(|| {
             let inbox = Arc::new(Inbox::new());
             let efd = Arc::new(ModelEventFd::default());

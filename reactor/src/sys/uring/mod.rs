@@ -54,11 +54,21 @@
 //! twice, `ENOENT` for one not registered, `EPERM` for a regular file or a directory (they
 //! cannot be polled), `EBADF` for a closed fd.
 //!
-//! **A pending poll holds a reference to its file.** Closing an fd after deregistration does
-//! not release the socket until the cancellation has been submitted; the owner does that at its
-//! next turn, and a deregistration from another thread wakes the owner if it is blocked. While
-//! nobody turns the reactor (a current-thread runtime outside `block_on`), a closed socket
-//! stays open until the next turn or until the reactor is dropped.
+//! **A pending poll holds a reference to its file**: closing an fd does not release the socket
+//! (no FIN, no end of stream for the peer) while a poll on it is in flight. So deregistration
+//! cancels the poll before it returns wherever it can:
+//! - on the ring's issuer thread (a task dropping its own socket, the usual case):
+//!   `IORING_REGISTER_SYNC_CANCEL` by file, then an enter with `GETEVENTS` that runs the
+//!   deferred completion and drops the reference;
+//! - from another thread while the owner is parked: the owner is woken, submits the
+//!   cancellation at once, and the deregistering thread waits for that (at most 5 ms);
+//! - from another thread while the owner runs: the deregistering thread waits at most 1 ms
+//!   for the owner's next turn (an idle worker polls often before it parks).
+//!
+//! Past that, the cancellation is submitted at the owner's next turn, and the peer sees the
+//! close only then (an owner busy with a long task). While nobody turns the reactor (a
+//! current-thread runtime outside `block_on`, deregistered from another thread), that is the
+//! next `block_on` or the reactor's drop. This is the one observable difference from epoll.
 //!
 //! # Registrations from other threads
 //!
@@ -101,6 +111,7 @@ use std::collections::HashSet;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -108,8 +119,10 @@ use parking_lot::Mutex;
 use super::epoll::interest_to_poll;
 use super::{Capabilities, Event, SysConfig};
 use crate::Interest;
+use crate::os::linux::KernelBusyPoll;
 
 mod inbox;
+mod napi;
 mod polls;
 mod ring;
 mod user_data;
@@ -124,10 +137,47 @@ const SQ_ENTRIES: u32 = 256;
 /// A registration request for the owner.
 #[derive(Debug)]
 enum Op {
-    Register { fd: RawFd, token: u64, mask: u32 },
-    Reregister { fd: RawFd, token: u64, mask: u32 },
-    Deregister { fd: RawFd },
+    Register {
+        fd: RawFd,
+        token: u64,
+        mask: u32,
+    },
+    Reregister {
+        fd: RawFd,
+        token: u64,
+        mask: u32,
+    },
+    /// `seq`: 0 when the issuer's thread cancelled the poll itself; otherwise the number of
+    /// this remote deregistration, published in `Registry::deregs_done` once the
+    /// cancellation has run.
+    Deregister {
+        fd: RawFd,
+        seq: u64,
+    },
 }
+
+/// See `Registry::issuer`.
+struct Issuer {
+    thread: Option<ThreadId>,
+    ring: OwnedFd,
+}
+
+impl Issuer {
+    /// The ring's fd if the calling thread may use it for `io_uring_register`: it is the
+    /// issuer, or the ring is not enabled yet (no issuer).
+    fn usable(&self, strict: bool) -> Option<RawFd> {
+        match self.thread {
+            Some(t) if t == std::thread::current().id() => Some(self.ring.as_raw_fd()),
+            None if !strict => Some(self.ring.as_raw_fd()),
+            _ => None,
+        }
+    }
+}
+
+/// How long a remote deregistration waits for a parked owner to cancel the poll.
+const REMOTE_CANCEL_WAIT: Duration = Duration::from_millis(5);
+/// How long a remote deregistration waits for a running owner's next turn.
+const REMOTE_CANCEL_WAIT_RUNNING: Duration = Duration::from_millis(1);
 
 /// The shared half: the inbox of registrations, the wake handle.
 pub(crate) struct Registry {
@@ -139,6 +189,17 @@ pub(crate) struct Registry {
     fds: Mutex<HashSet<RawFd>>,
     /// Set by [`Registry::wake`]: the next wake-handle completion is the driver's wake-up.
     woken: AtomicBool,
+    /// The ring's issuer thread (none before the ring is enabled) and a duplicate of the
+    /// ring's fd: a deregistration on the issuer's thread cancels the fd's poll at once (see
+    /// `deregister`), and kernel busy poll is registered from there (see `set_napi`).
+    issuer: Mutex<Issuer>,
+    /// Kernel busy poll (`IORING_REGISTER_NAPI`) as last asked for, and whether the owner must
+    /// still apply it.
+    napi: Mutex<(Option<KernelBusyPoll>, bool)>,
+    /// Remote deregistrations pushed (numbered from 1, under `fds`' lock).
+    deregs_pushed: std::sync::atomic::AtomicU64,
+    /// The highest remote deregistration whose cancellation the owner has run.
+    deregs_done: std::sync::atomic::AtomicU64,
 }
 
 /// The owner's half: the ring and its poll table.
@@ -208,6 +269,17 @@ fn sizes() -> Sizes {
     Sizes { sq, cq }
 }
 
+/// A close-on-exec duplicate of `fd`.
+fn dup(fd: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: fcntl(F_DUPFD_CLOEXEC) takes no pointers; the result is checked before use.
+    let fd = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by the kernel and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
 /// `EPERM` for what epoll cannot watch either (regular files, directories), `EBADF` for a
 /// closed fd.
 fn check_pollable(fd: RawFd) -> io::Result<()> {
@@ -269,6 +341,39 @@ impl Registry {
     }
 }
 
+impl Registry {
+    /// Kernel busy poll on this ring (`IORING_REGISTER_NAPI`, dynamic tracking: the kernel
+    /// busy-polls the NAPI ids of the sockets this ring polls). Applied at once on the ring's
+    /// issuer thread or before the ring is enabled (a runtime being built), where its errors
+    /// are returned; from any other thread it is applied at the owner's next turn, and an
+    /// error is logged as a warning there. A ring rebuilt on another thread gets it again.
+    ///
+    /// `budget` has no io_uring counterpart: a non-zero budget is refused with `EINVAL`.
+    /// `usecs` = 0 turns busy poll off.
+    pub(crate) fn set_napi(&self, params: KernelBusyPoll) -> io::Result<()> {
+        if params.budget != 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "io_uring's kernel busy poll has no budget (IORING_REGISTER_NAPI); use budget 0",
+            ));
+        }
+        let issuer = self.issuer.lock();
+        if let Some(ring) = issuer.usable(false) {
+            napi::apply(ring, params)?;
+            *self.napi.lock() = (Some(params), false);
+            return Ok(());
+        }
+        drop(issuer);
+        *self.napi.lock() = (Some(params), true);
+        Ok(())
+    }
+
+    /// Kernel busy poll as last set ([`set_napi`](Self::set_napi)); zero when never set.
+    pub(crate) fn napi(&self) -> KernelBusyPoll {
+        self.napi.lock().0.unwrap_or_default()
+    }
+}
+
 impl super::Registry for Registry {
     fn register(&self, fd: RawFd, token: u64, interest: Interest) -> io::Result<()> {
         check_pollable(fd)?;
@@ -291,12 +396,53 @@ impl super::Registry for Registry {
         Ok(())
     }
 
+    /// Stops reporting `fd`, releasing the ring's reference to its file before returning
+    /// wherever that can be done without waiting on a running owner:
+    /// - on the ring's issuer thread (a task dropping its own socket, the usual case), by a
+    ///   synchronous cancellation;
+    /// - from another thread while the owner is parked, by waking it and waiting (at most
+    ///   [`REMOTE_CANCEL_WAIT`]) until it has submitted the cancellation;
+    /// - from another thread while the owner runs, by waiting (at most
+    ///   [`REMOTE_CANCEL_WAIT_RUNNING`]) for its next turn.
+    ///
+    /// Past those bounds the cancellation happens at the owner's next turn.
     fn deregister(&self, fd: RawFd) -> io::Result<()> {
         let mut fds = self.fds.lock();
         if !fds.remove(&fd) {
             return Err(io::Error::from_raw_os_error(libc::ENOENT));
         }
-        self.push(Op::Deregister { fd });
+        let issuer = self.issuer.lock();
+        if let Some(ring_fd) = issuer.usable(true) {
+            // The queued operation frees the poll's slot at the owner's next turn.
+            self.push(Op::Deregister { fd, seq: 0 });
+            drop(fds);
+            if let Err(e) = ring::sync_cancel_fd(ring_fd, fd)
+                && e.raw_os_error() != Some(libc::ENOENT)
+            {
+                tracing::debug!(target: "weir::reactor", fd, error = %e, "io_uring sync cancel failed");
+            }
+            return Ok(());
+        }
+        drop(issuer);
+        let seq = self.deregs_pushed.fetch_add(1, Ordering::Relaxed) + 1;
+        let parked = self.inbox.push(Op::Deregister { fd, seq });
+        drop(fds);
+        if parked {
+            self.write_eventfd();
+        }
+        // A parked owner was woken and cancels at once; a running one does at its next turn,
+        // which is soon if it is polling between tasks (an idle worker spinning before it
+        // parks). Neither is waited for long: an owner that does not turn (busy with a long
+        // task, or gone) leaves the cancellation for later.
+        let limit = if parked {
+            REMOTE_CANCEL_WAIT
+        } else {
+            REMOTE_CANCEL_WAIT_RUNNING
+        };
+        let start = Instant::now();
+        while self.deregs_done.load(Ordering::Acquire) < seq && start.elapsed() < limit {
+            std::thread::yield_now();
+        }
         Ok(())
     }
 
@@ -344,6 +490,13 @@ impl super::Selector for Selector {
             inbox: Inbox::new(),
             fds: Mutex::new(HashSet::new()),
             woken: AtomicBool::new(false),
+            issuer: Mutex::new(Issuer {
+                thread: None,
+                ring: dup(ring.fd())?,
+            }),
+            napi: Mutex::new((None, false)),
+            deregs_pushed: std::sync::atomic::AtomicU64::new(0),
+            deregs_done: std::sync::atomic::AtomicU64::new(0),
         };
         let selector = Selector {
             ring,
@@ -415,6 +568,7 @@ impl Selector {
 
     fn drain_inbox(&mut self, registry: &Registry) {
         registry.inbox.drain(&mut self.ops);
+        let mut remote_deregs = 0;
         for op in self.ops.drain(..) {
             match op {
                 Op::Register { fd, token, mask } => {
@@ -423,8 +577,19 @@ impl Selector {
                 Op::Reregister { fd, token, mask } => {
                     self.polls.reregister(fd, token, mask, &mut self.ring)
                 }
-                Op::Deregister { fd } => self.polls.deregister(fd, &mut self.ring),
+                Op::Deregister { fd, seq } => {
+                    self.polls.deregister(fd, &mut self.ring);
+                    remote_deregs = remote_deregs.max(seq);
+                }
             }
+        }
+        if remote_deregs > 0 {
+            // Submit the cancellations and run the task work that completes them (and drops
+            // the ring's file references) now, then tell the waiting deregistrations.
+            // An error here (the owner moved threads: EEXIST) is met again by the wait's own
+            // enter, which handles it; the deregistrations must not wait for it.
+            let _ = self.ring.enter(0, None, 0);
+            registry.deregs_done.store(remote_deregs, Ordering::Release);
         }
     }
 
@@ -439,7 +604,42 @@ impl Selector {
         self.ring
             .push(polls::wake_poll(registry.eventfd.as_raw_fd()));
         self.polls.rearm_all(&mut self.ring);
+        self.publish_issuer(registry)?;
+        self.apply_napi(registry, true);
         Ok(())
+    }
+
+    /// Tells the registry which thread issues on the ring now (see `Registry::deregister`).
+    fn publish_issuer(&self, registry: &Registry) -> io::Result<()> {
+        let ring = dup(self.ring.fd())?;
+        *registry.issuer.lock() = Issuer {
+            thread: Some(std::thread::current().id()),
+            ring,
+        };
+        Ok(())
+    }
+
+    /// Applies kernel busy poll asked for from another thread, or (`again`) re-applies it to a
+    /// new ring.
+    fn apply_napi(&self, registry: &Registry, again: bool) {
+        let params = {
+            let mut napi = registry.napi.lock();
+            if !napi.1 && !again {
+                return;
+            }
+            napi.1 = false;
+            napi.0
+        };
+        if let Some(p) = params
+            && let Err(e) = napi::apply(self.ring.fd(), p)
+        {
+            tracing::warn!(
+                target: "weir::reactor",
+                params = %p,
+                error = %e,
+                "io_uring kernel busy poll (IORING_REGISTER_NAPI) not applied"
+            );
+        }
     }
 
     /// Moves completions into `out` until it holds `max` events.
@@ -491,7 +691,9 @@ impl Selector {
         if !self.enabled {
             self.ring.enable()?;
             self.enabled = true;
+            self.publish_issuer(registry)?;
         }
+        self.apply_napi(registry, false);
         let blocking = timeout != Some(Duration::ZERO);
         // Only a wait that may loop (after an inbox wake-up) needs its deadline.
         let began = (blocking && timeout.is_some()).then(Instant::now);

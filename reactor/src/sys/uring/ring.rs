@@ -218,6 +218,75 @@ impl Ring {
     }
 }
 
+/// `struct io_uring_sync_cancel_reg`.
+#[repr(C)]
+struct SyncCancelReg {
+    addr: u64,
+    fd: i32,
+    flags: u32,
+    timeout: KernelTimespec,
+    opcode: u8,
+    pad: [u8; 7],
+    pad2: [u64; 3],
+}
+
+/// `IORING_REGISTER_SYNC_CANCEL`.
+const REGISTER_SYNC_CANCEL: libc::c_uint = 24;
+/// `IORING_ASYNC_CANCEL_ALL | IORING_ASYNC_CANCEL_FD`.
+const CANCEL_ALL_OF_FD: u32 = 1 | 2;
+
+/// Cancels every request of the ring `ring_fd` on the file `fd` refers to, and waits (at most a
+/// second) until they are gone, so that the ring no longer holds a reference to that file.
+/// Only the ring's issuer may call it (deferred task work runs on the issuer).
+pub(super) fn sync_cancel_fd(ring_fd: RawFd, fd: RawFd) -> io::Result<()> {
+    let reg = SyncCancelReg {
+        addr: 0,
+        fd,
+        flags: CANCEL_ALL_OF_FD,
+        timeout: KernelTimespec {
+            tv_sec: 1,
+            tv_nsec: 0,
+        },
+        opcode: 0,
+        pad: [0; 7],
+        pad2: [0; 3],
+    };
+    // SAFETY: IORING_REGISTER_SYNC_CANCEL reads one `struct io_uring_sync_cancel_reg` (matched
+    // field by field above, 64 bytes) from the pointer, which points to a live local for the
+    // whole call; `ring_fd` is an io_uring fd (an error, not undefined behaviour, otherwise).
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_io_uring_register,
+            ring_fd,
+            REGISTER_SYNC_CANCEL,
+            &raw const reg,
+            1 as libc::c_uint,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // The cancelled polls complete as deferred task work, which holds their file references
+    // until the issuer enters with GETEVENTS: run it now (nothing is submitted or waited for).
+    // SAFETY: io_uring_enter with no submissions, no wait and no argument reads no user
+    // memory; `ring_fd` is an io_uring fd.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_io_uring_enter,
+            ring_fd,
+            0 as libc::c_uint,
+            0 as libc::c_uint,
+            ENTER_GETEVENTS,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Errors after which the caller reaps and tries again: a signal, or a CQ too full to submit.
 fn is_transient(e: &io::Error) -> bool {
     matches!(
