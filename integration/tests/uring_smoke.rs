@@ -131,6 +131,7 @@ fn hyper_request_on_two_workers() {
                     .header(hyper::header::HOST, addr.to_string())
                     .body(Full::new(Bytes::from(text.clone())))
                     .unwrap();
+                sender.ready().await.unwrap();
                 let resp = sender.send_request(req).await.unwrap();
                 assert!(resp.status().is_success());
                 let body = resp.into_body().collect().await.unwrap().to_bytes();
