@@ -121,13 +121,14 @@ use parking_lot::Mutex;
 use super::epoll::interest_to_poll;
 use super::{Capabilities, Event, SysConfig};
 use crate::Interest;
-use crate::os::linux::KernelBusyPoll;
 
 mod inbox;
 mod napi;
 mod polls;
 mod ring;
 mod user_data;
+
+pub(crate) use napi::NapiParams;
 
 use inbox::{Block, Inbox};
 use polls::Polls;
@@ -211,7 +212,7 @@ pub(crate) struct Registry {
     issuer: Arc<Mutex<Issuer>>,
     /// Kernel busy poll (`IORING_REGISTER_NAPI`) as last asked for, and whether the owner must
     /// still apply it.
-    napi: Mutex<(Option<KernelBusyPoll>, bool)>,
+    napi: Mutex<(Option<NapiParams>, bool)>,
     /// Remote deregistrations pushed (numbered from 1, under `fds`' lock).
     deregs_pushed: std::sync::atomic::AtomicU64,
     /// The highest remote deregistration whose cancellation the owner has run.
@@ -376,15 +377,8 @@ impl Registry {
     /// are returned; from any other thread it is applied at the owner's next turn, and an
     /// error is logged as a warning there. A ring rebuilt on another thread gets it again.
     ///
-    /// `budget` has no io_uring counterpart: a non-zero budget is refused with `EINVAL`.
     /// `usecs` = 0 turns busy poll off.
-    pub(crate) fn set_napi(&self, params: KernelBusyPoll) -> io::Result<()> {
-        if params.budget != 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "io_uring's kernel busy poll has no budget (IORING_REGISTER_NAPI); use budget 0",
-            ));
-        }
+    pub(crate) fn set_napi(&self, params: NapiParams) -> io::Result<()> {
         let issuer = self.issuer.lock();
         if let Access::Issuer(ring) | Access::NotEnabled(ring) = issuer.access() {
             napi::apply(ring, params)?;
@@ -397,7 +391,7 @@ impl Registry {
     }
 
     /// Kernel busy poll as last set ([`set_napi`](Self::set_napi)); zero when never set.
-    pub(crate) fn napi(&self) -> KernelBusyPoll {
+    pub(crate) fn napi(&self) -> NapiParams {
         self.napi.lock().0.unwrap_or_default()
     }
 }
@@ -673,7 +667,8 @@ impl Selector {
         {
             tracing::warn!(
                 target: "weir::reactor",
-                params = %p,
+                usecs = p.usecs,
+                prefer = p.prefer,
                 error = %e,
                 "io_uring kernel busy poll (IORING_REGISTER_NAPI) not applied"
             );
