@@ -131,8 +131,6 @@ fn hyper_request_on_two_workers() {
                     .header(hyper::header::HOST, addr.to_string())
                     .body(Full::new(Bytes::from(text.clone())))
                     .unwrap();
-                // hyper's HTTP/1 sender takes the next request only once the previous exchange
-                // is finished on the connection task: wait for that, or the send races it.
                 sender.ready().await.unwrap();
                 let resp = sender.send_request(req).await.unwrap();
                 assert!(resp.status().is_success());

@@ -441,3 +441,20 @@ fn kernel_busy_poll_maps_to_register_napi() {
     d.park(Some(Duration::from_secs(10))).unwrap();
     assert!(readable(&reg));
 }
+
+#[test]
+fn a_dropped_driver_releases_the_files_its_polls_held() {
+    need_uring!("a_dropped_driver_releases_the_files_its_polls_held");
+    let mut d = driver();
+    let (a, mut b) = UnixStream::pair().unwrap();
+    a.set_nonblocking(true).unwrap();
+    let reg = Registration::with_handle(a.as_raw_fd(), Interest::READABLE, d.handle()).unwrap();
+    d.poll().unwrap();
+    // The handle (in `reg`) outlives the driver; the ring must not.
+    drop(d);
+    drop(a);
+    b.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut buf = [0u8; 1];
+    assert_eq!(b.read(&mut buf).unwrap(), 0);
+    drop(reg);
+}

@@ -59,7 +59,16 @@ impl ReactorHandleExt for ReactorHandle {
 
     fn set_kernel_busy_poll(&self, params: KernelBusyPoll) -> io::Result<()> {
         if let Some(r) = self.inner.registry.uring() {
-            return r.set_napi(params);
+            if params.budget != 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "io_uring's kernel busy poll has no budget (IORING_REGISTER_NAPI); use budget 0",
+                ));
+            }
+            return r.set_napi(crate::sys::uring::NapiParams {
+                usecs: params.usecs,
+                prefer: params.prefer,
+            });
         }
         let fd = self.epoll_fd().ok_or_else(no_epoll_fd)?;
         busy_poll::set(fd, params)
@@ -67,7 +76,12 @@ impl ReactorHandleExt for ReactorHandle {
 
     fn kernel_busy_poll(&self) -> io::Result<KernelBusyPoll> {
         if let Some(r) = self.inner.registry.uring() {
-            return Ok(r.napi());
+            let p = r.napi();
+            return Ok(KernelBusyPoll {
+                usecs: p.usecs,
+                budget: 0,
+                prefer: p.prefer,
+            });
         }
         let fd = self.epoll_fd().ok_or_else(no_epoll_fd)?;
         busy_poll::get(fd)

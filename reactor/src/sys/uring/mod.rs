@@ -68,7 +68,8 @@
 //! Past that, the cancellation is submitted at the owner's next turn, and the peer sees the
 //! close only then (an owner busy with a long task). While nobody turns the reactor (a
 //! current-thread runtime outside `block_on`, deregistered from another thread), that is the
-//! next `block_on` or the reactor's drop. This is the one observable difference from epoll.
+//! next `block_on` or the driver's drop (the ring goes with the driver, not with the last
+//! handle). This is the one observable difference from epoll.
 //!
 //! # Registrations from other threads
 //!
@@ -89,7 +90,7 @@
 //!
 //! A wait is one `io_uring_enter(GETEVENTS | EXT_ARG)` with a nanosecond `timespec`, so
 //! timeouts are precise. The wake handle is an eventfd watched by a multishot poll;
-//! [`Registry::wake`] marks the wake as the driver's and writes the eventfd (the driver writes
+//! [`Registry::wake`](crate::sys::Registry::wake) marks the wake as the driver's and writes the eventfd (the driver writes
 //! it only if the owner is parked). An inbox wake-up writes the same eventfd but reports no
 //! event: the selector submits the new operations and waits on for the rest of its timeout.
 //!
@@ -110,6 +111,7 @@
 use std::collections::HashSet;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
@@ -119,13 +121,14 @@ use parking_lot::Mutex;
 use super::epoll::interest_to_poll;
 use super::{Capabilities, Event, SysConfig};
 use crate::Interest;
-use crate::os::linux::KernelBusyPoll;
 
 mod inbox;
 mod napi;
 mod polls;
 mod ring;
 mod user_data;
+
+pub(crate) use napi::NapiParams;
 
 use inbox::{Block, Inbox};
 use polls::Polls;
@@ -158,18 +161,32 @@ enum Op {
 
 /// See `Registry::issuer`.
 struct Issuer {
+    /// `None` until the ring is enabled (nothing was submitted yet).
     thread: Option<ThreadId>,
-    ring: OwnedFd,
+    /// A duplicate of the ring's fd; `None` once the selector is dropped (so that the ring,
+    /// and the files its polls hold, are released with it).
+    ring: Option<OwnedFd>,
+}
+
+/// Who may do what on the ring, from the calling thread.
+enum Access {
+    /// The calling thread is the issuer: it may register and cancel on this ring fd.
+    Issuer(RawFd),
+    /// The ring is not enabled yet: anyone may register on it, and no poll holds a file.
+    NotEnabled(RawFd),
+    /// Another thread is the issuer.
+    Remote,
+    /// The selector is gone with its ring.
+    Gone,
 }
 
 impl Issuer {
-    /// The ring's fd if the calling thread may use it for `io_uring_register`: it is the
-    /// issuer, or the ring is not enabled yet (no issuer).
-    fn usable(&self, strict: bool) -> Option<RawFd> {
-        match self.thread {
-            Some(t) if t == std::thread::current().id() => Some(self.ring.as_raw_fd()),
-            None if !strict => Some(self.ring.as_raw_fd()),
-            _ => None,
+    fn access(&self) -> Access {
+        match (&self.ring, self.thread) {
+            (None, _) => Access::Gone,
+            (Some(r), None) => Access::NotEnabled(r.as_raw_fd()),
+            (Some(r), Some(t)) if t == std::thread::current().id() => Access::Issuer(r.as_raw_fd()),
+            (Some(_), Some(_)) => Access::Remote,
         }
     }
 }
@@ -187,15 +204,15 @@ pub(crate) struct Registry {
     /// Registered fds, for `epoll_ctl`'s immediate errors; ops are pushed while it is locked,
     /// so the inbox's order is the order of these checks.
     fds: Mutex<HashSet<RawFd>>,
-    /// Set by [`Registry::wake`]: the next wake-handle completion is the driver's wake-up.
+    /// Set by [`wake`](crate::sys::Registry::wake): the next wake-handle completion is the driver's wake-up.
     woken: AtomicBool,
     /// The ring's issuer thread (none before the ring is enabled) and a duplicate of the
     /// ring's fd: a deregistration on the issuer's thread cancels the fd's poll at once (see
     /// `deregister`), and kernel busy poll is registered from there (see `set_napi`).
-    issuer: Mutex<Issuer>,
+    issuer: Arc<Mutex<Issuer>>,
     /// Kernel busy poll (`IORING_REGISTER_NAPI`) as last asked for, and whether the owner must
     /// still apply it.
-    napi: Mutex<(Option<KernelBusyPoll>, bool)>,
+    napi: Mutex<(Option<NapiParams>, bool)>,
     /// Remote deregistrations pushed (numbered from 1, under `fds`' lock).
     deregs_pushed: std::sync::atomic::AtomicU64,
     /// The highest remote deregistration whose cancellation the owner has run.
@@ -213,6 +230,18 @@ pub(crate) struct Selector {
     enabled: bool,
     overflow_flushes: u64,
     migrations: u64,
+    /// Shared with the registry; cleared when the selector is dropped.
+    issuer: Arc<Mutex<Issuer>>,
+}
+
+impl Drop for Selector {
+    fn drop(&mut self) {
+        // Close the registry's duplicate too: the ring (and every file its polls hold) goes
+        // with the selector, not with the last handle.
+        let mut issuer = self.issuer.lock();
+        issuer.ring = None;
+        issuer.thread = None;
+    }
 }
 
 /// What a test may check of an io_uring reactor's insides.
@@ -348,17 +377,10 @@ impl Registry {
     /// are returned; from any other thread it is applied at the owner's next turn, and an
     /// error is logged as a warning there. A ring rebuilt on another thread gets it again.
     ///
-    /// `budget` has no io_uring counterpart: a non-zero budget is refused with `EINVAL`.
     /// `usecs` = 0 turns busy poll off.
-    pub(crate) fn set_napi(&self, params: KernelBusyPoll) -> io::Result<()> {
-        if params.budget != 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "io_uring's kernel busy poll has no budget (IORING_REGISTER_NAPI); use budget 0",
-            ));
-        }
+    pub(crate) fn set_napi(&self, params: NapiParams) -> io::Result<()> {
         let issuer = self.issuer.lock();
-        if let Some(ring) = issuer.usable(false) {
+        if let Access::Issuer(ring) | Access::NotEnabled(ring) = issuer.access() {
             napi::apply(ring, params)?;
             *self.napi.lock() = (Some(params), false);
             return Ok(());
@@ -369,7 +391,7 @@ impl Registry {
     }
 
     /// Kernel busy poll as last set ([`set_napi`](Self::set_napi)); zero when never set.
-    pub(crate) fn napi(&self) -> KernelBusyPoll {
+    pub(crate) fn napi(&self) -> NapiParams {
         self.napi.lock().0.unwrap_or_default()
     }
 }
@@ -412,16 +434,24 @@ impl super::Registry for Registry {
             return Err(io::Error::from_raw_os_error(libc::ENOENT));
         }
         let issuer = self.issuer.lock();
-        if let Some(ring_fd) = issuer.usable(true) {
-            // The queued operation frees the poll's slot at the owner's next turn.
-            self.push(Op::Deregister { fd, seq: 0 });
-            drop(fds);
-            if let Err(e) = ring::sync_cancel_fd(ring_fd, fd)
-                && e.raw_os_error() != Some(libc::ENOENT)
-            {
-                tracing::debug!(target: "weir::reactor", fd, error = %e, "io_uring sync cancel failed");
+        match issuer.access() {
+            Access::Issuer(ring_fd) => {
+                // The queued operation frees the poll's slot at the owner's next turn.
+                self.push(Op::Deregister { fd, seq: 0 });
+                drop(fds);
+                if let Err(e) = ring::sync_cancel_fd(ring_fd, fd)
+                    && e.raw_os_error() != Some(libc::ENOENT)
+                {
+                    tracing::debug!(target: "weir::reactor", fd, error = %e, "io_uring sync cancel failed");
+                }
+                return Ok(());
             }
-            return Ok(());
+            // Nothing submitted yet, or the ring is gone: no poll holds the file.
+            Access::NotEnabled(_) | Access::Gone => {
+                self.push(Op::Deregister { fd, seq: 0 });
+                return Ok(());
+            }
+            Access::Remote => {}
         }
         drop(issuer);
         let seq = self.deregs_pushed.fetch_add(1, Ordering::Relaxed) + 1;
@@ -485,15 +515,16 @@ impl super::Selector for Selector {
         // SAFETY: `efd` was just returned by the kernel and is owned by nobody else.
         let eventfd = unsafe { OwnedFd::from_raw_fd(efd) };
         ring.push(polls::wake_poll(eventfd.as_raw_fd()));
+        let issuer = Arc::new(Mutex::new(Issuer {
+            thread: None,
+            ring: Some(dup(ring.fd())?),
+        }));
         let registry = Registry {
             eventfd,
             inbox: Inbox::new(),
             fds: Mutex::new(HashSet::new()),
             woken: AtomicBool::new(false),
-            issuer: Mutex::new(Issuer {
-                thread: None,
-                ring: dup(ring.fd())?,
-            }),
+            issuer: issuer.clone(),
             napi: Mutex::new((None, false)),
             deregs_pushed: std::sync::atomic::AtomicU64::new(0),
             deregs_done: std::sync::atomic::AtomicU64::new(0),
@@ -506,6 +537,7 @@ impl super::Selector for Selector {
             enabled: false,
             overflow_flushes: 0,
             migrations: 0,
+            issuer,
         };
         Ok((selector, registry))
     }
@@ -614,7 +646,7 @@ impl Selector {
         let ring = dup(self.ring.fd())?;
         *registry.issuer.lock() = Issuer {
             thread: Some(std::thread::current().id()),
-            ring,
+            ring: Some(ring),
         };
         Ok(())
     }
@@ -635,7 +667,8 @@ impl Selector {
         {
             tracing::warn!(
                 target: "weir::reactor",
-                params = %p,
+                usecs = p.usecs,
+                prefer = p.prefer,
                 error = %e,
                 "io_uring kernel busy poll (IORING_REGISTER_NAPI) not applied"
             );

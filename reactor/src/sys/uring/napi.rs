@@ -6,7 +6,14 @@
 use std::io;
 use std::os::fd::RawFd;
 
-use crate::os::linux::KernelBusyPoll;
+/// Kernel busy poll on a ring (what of `os::linux::KernelBusyPoll` io_uring has: no budget).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct NapiParams {
+    /// Busy-poll timeout in microseconds (0: off).
+    pub(crate) usecs: u32,
+    /// `prefer_busy_poll`.
+    pub(crate) prefer: bool,
+}
 
 /// `IORING_REGISTER_NAPI`.
 const REGISTER_NAPI: libc::c_uint = 27;
@@ -33,7 +40,7 @@ struct IoUringNapi {
 /// # Errors
 /// `EINVAL` before Linux 6.9 (an unknown register opcode); `EEXIST` from a thread that is not
 /// the ring's issuer.
-pub(super) fn apply(ring_fd: RawFd, params: KernelBusyPoll) -> io::Result<()> {
+pub(super) fn apply(ring_fd: RawFd, params: NapiParams) -> io::Result<()> {
     let mut arg = IoUringNapi {
         busy_poll_to: params.usecs,
         prefer_busy_poll: u8::from(params.prefer),
