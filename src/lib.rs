@@ -31,6 +31,21 @@
 //! [`os::linux`] (Linux-only controls of a worker's reactor).
 //! See `ARCHITECTURE.md` for how they fit.
 //!
+//! # Backends
+//!
+//! A worker's reactor drives epoll by default. [`runtime::Builder::backend`] (or
+//! `#[weir::main(backend = "…")]`) picks another: `Backend::Mio` (portable),
+//! `Backend::IoUring` (one io_uring per worker, readiness through multishot polls, the
+//! kernel's own min_wait window on Linux 6.12+), or `Backend::Auto` (io_uring where the kernel
+//! offers what weir needs, epoll otherwise). A runtime whose code does not pick one reads the
+//! environment variable `WEIR_BACKEND` ([`runtime::BACKEND_ENV`]: `epoll`, `mio`, `io_uring`,
+//! `auto`, or `io_uring!` for io_uring without fallback).
+//!
+//! Where the kernel refuses io_uring (`kernel.io_uring_disabled`, a seccomp filter, an old
+//! kernel), an io_uring runtime runs on epoll and logs one warning per process naming the
+//! cause; [`runtime::Builder::backend_strict`] makes that a build error instead.
+//! [`runtime::Handle::backend`] tells which backend a runtime actually runs on.
+//!
 //! # Tracing targets
 //!
 //! weir reports what it does through the `tracing` crate; install a subscriber (e.g.
@@ -45,7 +60,8 @@
 //! | `weir::net` | debug | connections accepted (local and peer address; for a `ShardedListener` also the NAPI id, the accepting worker and the serving worker), TCP connections made and closed (with the kernel's view of why: closed locally, peer closed first, reset…), sharded accept loops started, NAPI id assignments |
 //! | `weir::net` | warn, info | accept out of file descriptors and its recovery, connections that could not be registered |
 //! | `weir::serve` | debug, error | `serve` started on an address and its graceful shutdown (feature `axum`); accept errors it pauses on, make-service failures |
-//! | `weir::reactor` | debug, error | reactor shut down, fallback reactor started, `epoll_pwait2` unavailable; reactor errors |
+//! | `weir::reactor` | debug, error | reactor shut down, fallback reactor started, `epoll_pwait2` unavailable, the io_uring probe's answer; reactor errors |
+//! | `weir::reactor` | warn, info | io_uring refused by the kernel and epoll used instead, with the cause (once per process); what `Backend::Auto` chose (once per process) |
 //! | `weir::sched` | trace | the scheduler's per-event detail: task and I/O steals, spinning, park and unpark of workers and reactors, every reactor wait, min_wait windows and adaptive min_wait decisions |
 //!
 //! `RUST_LOG=weir=debug` shows lifecycle events and stays readable under load. `weir=trace`
@@ -127,8 +143,9 @@
 /// Building and running a runtime; metrics.
 pub mod runtime {
     pub use weir_executor::{
-        Builder, EnterGuard, Handle, MAX_BUSY_POLL, MAX_MIN_WAIT, MAX_TIMER_SPIN, MAX_WORKERS,
-        MIN_STACK_SIZE, Runtime, RuntimeId as Id, RuntimeMetrics, TryCurrentError, WorkerStats,
+        BACKEND_ENV, Builder, EnterGuard, Handle, MAX_BUSY_POLL, MAX_MIN_WAIT, MAX_TIMER_SPIN,
+        MAX_WORKERS, MIN_STACK_SIZE, Runtime, RuntimeId as Id, RuntimeMetrics, TryCurrentError,
+        WorkerStats,
     };
     pub use weir_reactor::metrics::EVENT_BUCKETS;
     pub use weir_reactor::os::linux::KernelBusyPoll;

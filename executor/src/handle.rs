@@ -132,6 +132,23 @@ impl Handle {
         self.shared.config.name.as_deref()
     }
 
+    /// The reactor backend this runtime's workers actually use: `Epoll`, `Mio` or `IoUring`,
+    /// never `Auto`. It differs from the one asked for when `Backend::Auto` chose, or when
+    /// `Backend::IoUring` fell back to epoll because the kernel refused io_uring (see
+    /// [`Builder::backend`](crate::Builder::backend)).
+    ///
+    /// ```
+    /// use weir_reactor::Backend;
+    /// let rt = weir_executor::Builder::new_current_thread().backend(Backend::Mio).build()?;
+    /// assert_eq!(rt.handle().backend(), Backend::Mio);
+    /// let rt = weir_executor::Builder::new_current_thread().backend(Backend::Auto).build()?;
+    /// assert!(matches!(rt.handle().backend(), Backend::Epoll | Backend::IoUring));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn backend(&self) -> weir_reactor::Backend {
+        self.shared.remotes[0].reactor.backend()
+    }
+
     /// The number of workers (1 for the current-thread flavour).
     pub fn num_workers(&self) -> usize {
         self.shared.remotes.len()

@@ -64,7 +64,7 @@ use std::future::Future;
 use std::panic::Location;
 
 pub use builder::{
-    Builder, MAX_BUSY_POLL, MAX_MIN_WAIT, MAX_TIMER_SPIN, MAX_WORKERS, MIN_STACK_SIZE,
+    BACKEND_ENV, Builder, MAX_BUSY_POLL, MAX_MIN_WAIT, MAX_TIMER_SPIN, MAX_WORKERS, MIN_STACK_SIZE,
 };
 pub use context::EnterGuard;
 pub use handle::{Handle, TryCurrentError};

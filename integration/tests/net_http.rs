@@ -35,6 +35,34 @@ mod hello_http;
 #[allow(dead_code)] // the example's `main` is not used here
 mod axum_app;
 
+/// Runs an async test body on a 2-worker runtime, once on epoll and once on io_uring (skipped,
+/// with the reason printed, where io_uring is not available).
+macro_rules! http_test {
+    ($(#[$m:meta])* async fn $name:ident() $body:block) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            use crate::common::{Flavor, build, try_build};
+            use weir::runtime::Backend;
+
+            $(#[$m])*
+            async fn body() $body
+
+            #[test]
+            fn epoll() {
+                build(Flavor::Workers(2), Backend::Epoll).block_on(body())
+            }
+            #[test]
+            fn uring() {
+                let test = concat!(module_path!(), "::uring");
+                if let Some(rt) = try_build(test, Flavor::Workers(2), Backend::IoUring) {
+                    rt.block_on(body())
+                }
+            }
+        }
+    };
+}
+
 /// Upper bound for any one client exchange in these tests.
 const LIMIT: Duration = Duration::from_secs(20);
 
@@ -151,10 +179,25 @@ fn hello_http_under_wrk() {
     if !have_wrk("hello_http_under_wrk") {
         return;
     }
-    let runtime = weir::runtime::Builder::new_multi_thread()
-        .workers(2)
-        .build()
-        .unwrap();
+    hello_http_under_wrk_on(common::build(
+        common::Flavor::Workers(2),
+        weir::runtime::Backend::Epoll,
+    ));
+}
+
+#[test]
+fn hello_http_under_wrk_uring() {
+    let test = "hello_http_under_wrk_uring";
+    if !have_wrk(test) {
+        return;
+    }
+    let flavor = common::Flavor::Workers(2);
+    if let Some(rt) = common::try_build(test, flavor, weir::runtime::Backend::IoUring) {
+        hello_http_under_wrk_on(rt);
+    }
+}
+
+fn hello_http_under_wrk_on(runtime: weir::runtime::Runtime) {
     let listener = runtime
         .block_on(TcpListener::bind("127.0.0.1:0"))
         .expect("bind 127.0.0.1:0");
@@ -258,258 +301,263 @@ fn auto_builder() -> hyper_util::server::conn::auto::Builder<WeirExecutor> {
     builder
 }
 
-#[weir::test(flavor = "multi_thread", workers = 2)]
-async fn axum_router_http1() {
-    const CONNECTIONS: usize = 8;
-    const REQUESTS: usize = 10;
-    let (addr, server) = start_axum().await;
+http_test! {
+    async fn axum_router_http1() {
+        const CONNECTIONS: usize = 8;
+        const REQUESTS: usize = 10;
+        let (addr, server) = start_axum().await;
 
-    let clients: Vec<_> = (0..CONNECTIONS)
-        .map(|c| {
-            weir::spawn(async move {
-                let mut client = Http1Client::connect(addr).await;
-                for i in 0..REQUESTS {
-                    let (status, body) = client.send(Method::GET, "/", "").await;
-                    assert_eq!(status, StatusCode::OK);
-                    assert_eq!(body, "Hello, World!");
-                    let sent = format!("connection {c}, request {i}: {}", "x".repeat(i * 100));
-                    let (status, body) = client.send(Method::POST, "/echo", &sent).await;
-                    assert_eq!(status, StatusCode::OK);
-                    assert_eq!(body, sent);
-                }
-                let (status, body) = client.send(Method::GET, "/json", "").await;
-                assert_eq!(status, StatusCode::OK);
-                assert_eq!(body, r#"{"message":"Hello, World!"}"#);
-                let (status, body) = client.send(Method::GET, "/worker", "").await;
-                assert_eq!(status, StatusCode::OK);
-                assert!(body.starts_with("worker "), "{body}");
-                let (status, _) = client.send(Method::GET, "/missing", "").await;
-                assert_eq!(status, StatusCode::NOT_FOUND);
-                let (status, _) = client.send(Method::GET, "/echo", "").await;
-                assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
-            })
-        })
-        .collect();
-    for client in clients {
-        weir::time::timeout(LIMIT, client)
-            .await
-            .expect("client timed out")
-            .expect("client failed");
-    }
-    assert!(!server.is_finished(), "the server stopped");
-    server.abort();
-}
-
-#[weir::test(flavor = "multi_thread", workers = 2)]
-async fn axum_json_content_type() {
-    let (addr, server) = start_axum().await;
-    let stream = TcpStream::connect(addr).await.unwrap();
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(stream).await.unwrap();
-    weir::spawn(conn);
-    let request = Request::get("/json")
-        .header(HOST, addr.to_string())
-        .body(Full::new(Bytes::new()))
-        .unwrap();
-    let response = weir::time::timeout(LIMIT, sender.send_request(request))
-        .await
-        .expect("timed out")
-        .unwrap();
-    assert_eq!(response.headers()[CONTENT_TYPE], "application/json");
-    server.abort();
-}
-
-/// HTTP/2 on both sides, pinging every 50 ms: the server is hyper-util's auto builder
-/// (`WeirExecutor`, `WeirTimer`) serving the axum router; the client is hyper's HTTP/2 client
-/// with the same executor and timer. Many concurrent streams share one connection, several
-/// connections run at once, and the connections stay usable across idle periods in which
-/// only keep-alive pings (driven by `WeirTimer`) flow.
-#[weir::test(flavor = "multi_thread", workers = 2)]
-async fn http2_auto_builder() {
-    const CONNECTIONS: usize = 4;
-    const STREAMS: usize = 16;
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().unwrap();
-    let server = weir::spawn(async move {
-        let mut builder = auto_builder();
-        builder
-            .http2()
-            .keep_alive_interval(Duration::from_millis(50))
-            .keep_alive_timeout(Duration::from_secs(10));
-        let app = axum_app::router();
-        loop {
-            let (stream, _) = listener.accept().await.expect("accept");
-            let builder = builder.clone();
-            let service = hyper_util::service::TowerToHyperService::new(app.clone());
-            weir::spawn(async move {
-                builder
-                    .serve_connection(stream, service)
-                    .await
-                    .expect("server connection");
-            });
-        }
-    });
-
-    let connections: Vec<_> = (0..CONNECTIONS)
-        .map(|c| {
-            weir::spawn(async move {
-                let stream = TcpStream::connect(addr).await.expect("connect");
-                let (sender, conn) = hyper::client::conn::http2::Builder::new(WeirExecutor)
-                    .timer(WeirTimer)
-                    .keep_alive_interval(Duration::from_millis(50))
-                    .keep_alive_timeout(Duration::from_secs(10))
-                    .keep_alive_while_idle(true)
-                    .handshake(stream)
-                    .await
-                    .expect("http2 handshake");
-                let conn = weir::spawn(conn);
-                for round in 0..3 {
-                    let streams: Vec<_> = (0..STREAMS)
-                        .map(|s| {
-                            let mut sender = sender.clone();
-                            weir::spawn(async move {
-                                let sent = format!("c{c} r{round} s{s} {}", "y".repeat(s * 500));
-                                let request = Request::post(format!("http://{addr}/echo"))
-                                    .body(Full::new(Bytes::from(sent.clone())))
-                                    .unwrap();
-                                sender.ready().await.expect("ready");
-                                let response =
-                                    sender.send_request(request).await.expect("response");
-                                assert_eq!(response.version(), Version::HTTP_2);
-                                let (status, body) = read_response(response).await;
-                                assert_eq!(status, StatusCode::OK);
-                                assert_eq!(body, sent);
-
-                                let request = Request::get(format!("http://{addr}/"))
-                                    .body(Full::new(Bytes::new()))
-                                    .unwrap();
-                                let response =
-                                    sender.send_request(request).await.expect("response");
-                                let (status, body) = read_response(response).await;
-                                assert_eq!(status, StatusCode::OK);
-                                assert_eq!(body, "Hello, World!");
-                            })
-                        })
-                        .collect();
-                    for s in streams {
-                        s.await.expect("stream task");
+        let clients: Vec<_> = (0..CONNECTIONS)
+            .map(|c| {
+                weir::spawn(async move {
+                    let mut client = Http1Client::connect(addr).await;
+                    for i in 0..REQUESTS {
+                        let (status, body) = client.send(Method::GET, "/", "").await;
+                        assert_eq!(status, StatusCode::OK);
+                        assert_eq!(body, "Hello, World!");
+                        let sent = format!("connection {c}, request {i}: {}", "x".repeat(i * 100));
+                        let (status, body) = client.send(Method::POST, "/echo", &sent).await;
+                        assert_eq!(status, StatusCode::OK);
+                        assert_eq!(body, sent);
                     }
-                    // Idle for a few ping intervals; the connection must survive them.
-                    weir::time::sleep(Duration::from_millis(200)).await;
-                    assert!(!conn.is_finished(), "the client connection ended");
-                }
-                drop(sender);
-                // With every sender gone the client connection closes cleanly.
-                conn.await
-                    .expect("client connection task")
-                    .expect("client connection");
+                    let (status, body) = client.send(Method::GET, "/json", "").await;
+                    assert_eq!(status, StatusCode::OK);
+                    assert_eq!(body, r#"{"message":"Hello, World!"}"#);
+                    let (status, body) = client.send(Method::GET, "/worker", "").await;
+                    assert_eq!(status, StatusCode::OK);
+                    assert!(body.starts_with("worker "), "{body}");
+                    let (status, _) = client.send(Method::GET, "/missing", "").await;
+                    assert_eq!(status, StatusCode::NOT_FOUND);
+                    let (status, _) = client.send(Method::GET, "/echo", "").await;
+                    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+                })
             })
-        })
-        .collect();
-    for c in connections {
-        weir::time::timeout(LIMIT, c)
-            .await
-            .expect("http2 client timed out")
-            .expect("http2 client failed");
+            .collect();
+        for client in clients {
+            weir::time::timeout(LIMIT, client)
+                .await
+                .expect("client timed out")
+                .expect("client failed");
+        }
+        assert!(!server.is_finished(), "the server stopped");
+        server.abort();
     }
-    assert!(!server.is_finished(), "the server stopped");
-    server.abort();
+}
+
+http_test! {
+    async fn axum_json_content_type() {
+        let (addr, server) = start_axum().await;
+        let stream = TcpStream::connect(addr).await.unwrap();
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(stream).await.unwrap();
+        weir::spawn(conn);
+        let request = Request::get("/json")
+            .header(HOST, addr.to_string())
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        let response = weir::time::timeout(LIMIT, sender.send_request(request))
+            .await
+            .expect("timed out")
+            .unwrap();
+        assert_eq!(response.headers()[CONTENT_TYPE], "application/json");
+        server.abort();
+    }
+}
+
+http_test! {
+    /// HTTP/2 on both sides, pinging every 50 ms: the server is hyper-util's auto builder
+    /// (`WeirExecutor`, `WeirTimer`) serving the axum router; the client is hyper's HTTP/2 client
+    /// with the same executor and timer. Many concurrent streams share one connection, several
+    /// connections run at once, and the connections stay usable across idle periods in which
+    /// only keep-alive pings (driven by `WeirTimer`) flow.
+    async fn http2_auto_builder() {
+        const CONNECTIONS: usize = 4;
+        const STREAMS: usize = 16;
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().unwrap();
+        let server = weir::spawn(async move {
+            let mut builder = auto_builder();
+            builder
+                .http2()
+                .keep_alive_interval(Duration::from_millis(50))
+                .keep_alive_timeout(Duration::from_secs(10));
+            let app = axum_app::router();
+            loop {
+                let (stream, _) = listener.accept().await.expect("accept");
+                let builder = builder.clone();
+                let service = hyper_util::service::TowerToHyperService::new(app.clone());
+                weir::spawn(async move {
+                    builder
+                        .serve_connection(stream, service)
+                        .await
+                        .expect("server connection");
+                });
+            }
+        });
+
+        let connections: Vec<_> = (0..CONNECTIONS)
+            .map(|c| {
+                weir::spawn(async move {
+                    let stream = TcpStream::connect(addr).await.expect("connect");
+                    let (sender, conn) = hyper::client::conn::http2::Builder::new(WeirExecutor)
+                        .timer(WeirTimer)
+                        .keep_alive_interval(Duration::from_millis(50))
+                        .keep_alive_timeout(Duration::from_secs(10))
+                        .keep_alive_while_idle(true)
+                        .handshake(stream)
+                        .await
+                        .expect("http2 handshake");
+                    let conn = weir::spawn(conn);
+                    for round in 0..3 {
+                        let streams: Vec<_> = (0..STREAMS)
+                            .map(|s| {
+                                let mut sender = sender.clone();
+                                weir::spawn(async move {
+                                    let sent = format!("c{c} r{round} s{s} {}", "y".repeat(s * 500));
+                                    let request = Request::post(format!("http://{addr}/echo"))
+                                        .body(Full::new(Bytes::from(sent.clone())))
+                                        .unwrap();
+                                    sender.ready().await.expect("ready");
+                                    let response =
+                                        sender.send_request(request).await.expect("response");
+                                    assert_eq!(response.version(), Version::HTTP_2);
+                                    let (status, body) = read_response(response).await;
+                                    assert_eq!(status, StatusCode::OK);
+                                    assert_eq!(body, sent);
+
+                                    let request = Request::get(format!("http://{addr}/"))
+                                        .body(Full::new(Bytes::new()))
+                                        .unwrap();
+                                    let response =
+                                        sender.send_request(request).await.expect("response");
+                                    let (status, body) = read_response(response).await;
+                                    assert_eq!(status, StatusCode::OK);
+                                    assert_eq!(body, "Hello, World!");
+                                })
+                            })
+                            .collect();
+                        for s in streams {
+                            s.await.expect("stream task");
+                        }
+                        // Idle for a few ping intervals; the connection must survive them.
+                        weir::time::sleep(Duration::from_millis(200)).await;
+                        assert!(!conn.is_finished(), "the client connection ended");
+                    }
+                    drop(sender);
+                    // With every sender gone the client connection closes cleanly.
+                    conn.await
+                        .expect("client connection task")
+                        .expect("client connection");
+                })
+            })
+            .collect();
+        for c in connections {
+            weir::time::timeout(LIMIT, c)
+                .await
+                .expect("http2 client timed out")
+                .expect("http2 client failed");
+        }
+        assert!(!server.is_finished(), "the server stopped");
+        server.abort();
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
 // WeirTimer and the executors on their own
 
-/// hyper's header-read timeout, driven by `WeirTimer`, closes a connection that never sends a
-/// request head.
-#[weir::test(flavor = "multi_thread", workers = 2)]
-async fn header_read_timeout_closes_silent_connection() {
-    use futures::io::AsyncReadExt;
+http_test! {
+    /// hyper's header-read timeout, driven by `WeirTimer`, closes a connection that never sends a
+    /// request head.
+    async fn header_read_timeout_closes_silent_connection() {
+        use futures::io::AsyncReadExt;
 
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let server = weir::spawn(async move {
-        let (stream, _) = listener.accept().await.unwrap();
-        let mut builder = hyper::server::conn::http1::Builder::new();
-        builder
-            .timer(WeirTimer::new())
-            .header_read_timeout(Duration::from_millis(100));
-        let service = hyper::service::service_fn(|_req: Request<Incoming>| async {
-            Ok::<_, std::convert::Infallible>(Response::new(Full::new(Bytes::from_static(b"hi"))))
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = weir::spawn(async move {
+            let (stream, _) = listener.accept().await.unwrap();
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder
+                .timer(WeirTimer::new())
+                .header_read_timeout(Duration::from_millis(100));
+            let service = hyper::service::service_fn(|_req: Request<Incoming>| async {
+                Ok::<_, std::convert::Infallible>(Response::new(Full::new(Bytes::from_static(b"hi"))))
+            });
+            builder.serve_connection(stream, service).await
         });
-        builder.serve_connection(stream, service).await
-    });
-    let mut silent = TcpStream::connect(addr).await.unwrap();
-    let mut buf = [0u8; 256];
-    // hyper may write a 408 before closing; read until EOF.
-    let read_all = async {
-        let mut total = Vec::new();
-        loop {
-            match silent.read(&mut buf).await {
-                Ok(0) => return Ok(total),
-                Ok(n) => total.extend_from_slice(&buf[..n]),
-                Err(e) => return Err(e),
+        let mut silent = TcpStream::connect(addr).await.unwrap();
+        let mut buf = [0u8; 256];
+        // hyper may write a 408 before closing; read until EOF.
+        let read_all = async {
+            let mut total = Vec::new();
+            loop {
+                match silent.read(&mut buf).await {
+                    Ok(0) => return Ok(total),
+                    Ok(n) => total.extend_from_slice(&buf[..n]),
+                    Err(e) => return Err(e),
+                }
             }
+        };
+        let result = weir::time::timeout(LIMIT, read_all)
+            .await
+            .expect("the server did not close the silent connection");
+        if let Ok(bytes) = &result
+            && !bytes.is_empty()
+        {
+            let text = String::from_utf8_lossy(bytes);
+            assert!(text.starts_with("HTTP/1.1 408"), "{text}");
         }
-    };
-    let result = weir::time::timeout(LIMIT, read_all)
-        .await
-        .expect("the server did not close the silent connection");
-    if let Ok(bytes) = &result
-        && !bytes.is_empty()
-    {
-        let text = String::from_utf8_lossy(bytes);
-        assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+        let served = weir::time::timeout(LIMIT, server)
+            .await
+            .expect("server task did not end")
+            .unwrap();
+        let err = served.expect_err("the connection should end with a timeout error");
+        assert!(err.is_timeout(), "{err}");
     }
-    let served = weir::time::timeout(LIMIT, server)
-        .await
-        .expect("server task did not end")
-        .unwrap();
-    let err = served.expect_err("the connection should end with a timeout error");
-    assert!(err.is_timeout(), "{err}");
 }
 
-#[weir::test(flavor = "multi_thread", workers = 2)]
-async fn weir_timer_sleep_and_reset() {
-    let timer = WeirTimer::new();
+http_test! {
+    async fn weir_timer_sleep_and_reset() {
+        let timer = WeirTimer::new();
 
-    let start = Instant::now();
-    timer.sleep(Duration::from_millis(5)).await;
-    assert!(start.elapsed() >= Duration::from_millis(5));
+        let start = Instant::now();
+        timer.sleep(Duration::from_millis(5)).await;
+        assert!(start.elapsed() >= Duration::from_millis(5));
 
-    // Reset a far-away sleep to a near deadline: it is moved in place, not replaced.
-    let mut sleep = timer.sleep_until(Instant::now() + Duration::from_secs(3600));
-    assert!(sleep.as_mut().downcast_mut_pin::<WeirSleep>().is_some());
-    // Poll once so it is armed, then move it.
-    assert!(futures::poll!(sleep.as_mut()).is_pending());
-    let near = Instant::now() + Duration::from_millis(5);
-    timer.reset(&mut sleep, near);
-    {
-        let ours = sleep
-            .as_mut()
-            .downcast_mut_pin::<WeirSleep>()
-            .expect("still a WeirSleep");
-        assert_eq!(ours.deadline(), near);
-    }
-    weir::time::timeout(LIMIT, sleep)
-        .await
-        .expect("the reset sleep did not complete");
-    assert!(Instant::now() >= near);
-
-    // A sleep of another timer is replaced by a WeirSleep.
-    struct Never;
-    impl std::future::Future for Never {
-        type Output = ();
-        fn poll(self: Pin<&mut Self>, _: &mut std::task::Context<'_>) -> std::task::Poll<()> {
-            std::task::Poll::Pending
+        // Reset a far-away sleep to a near deadline: it is moved in place, not replaced.
+        let mut sleep = timer.sleep_until(Instant::now() + Duration::from_secs(3600));
+        assert!(sleep.as_mut().downcast_mut_pin::<WeirSleep>().is_some());
+        // Poll once so it is armed, then move it.
+        assert!(futures::poll!(sleep.as_mut()).is_pending());
+        let near = Instant::now() + Duration::from_millis(5);
+        timer.reset(&mut sleep, near);
+        {
+            let ours = sleep
+                .as_mut()
+                .downcast_mut_pin::<WeirSleep>()
+                .expect("still a WeirSleep");
+            assert_eq!(ours.deadline(), near);
         }
+        weir::time::timeout(LIMIT, sleep)
+            .await
+            .expect("the reset sleep did not complete");
+        assert!(Instant::now() >= near);
+
+        // A sleep of another timer is replaced by a WeirSleep.
+        struct Never;
+        impl std::future::Future for Never {
+            type Output = ();
+            fn poll(self: Pin<&mut Self>, _: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+                std::task::Poll::Pending
+            }
+        }
+        impl hyper::rt::Sleep for Never {}
+        let mut foreign: Pin<Box<dyn hyper::rt::Sleep>> = Box::pin(Never);
+        let near = Instant::now() + Duration::from_millis(1);
+        timer.reset(&mut foreign, near);
+        assert!(foreign.as_mut().downcast_mut_pin::<WeirSleep>().is_some());
+        weir::time::timeout(LIMIT, foreign)
+            .await
+            .expect("the replacing sleep did not complete");
     }
-    impl hyper::rt::Sleep for Never {}
-    let mut foreign: Pin<Box<dyn hyper::rt::Sleep>> = Box::pin(Never);
-    let near = Instant::now() + Duration::from_millis(1);
-    timer.reset(&mut foreign, near);
-    assert!(foreign.as_mut().downcast_mut_pin::<WeirSleep>().is_some());
-    weir::time::timeout(LIMIT, foreign)
-        .await
-        .expect("the replacing sleep did not complete");
 }
 
 #[test]

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Flavor, build, count_fds};
+use common::{Flavor, backends, build, count_fds, uring_unavailable};
 use futures::io::AsyncReadExt;
 use weir::net::{TcpListener, TcpSocket, TcpStream};
 use weir::runtime::Backend;
@@ -112,13 +112,17 @@ fn settled_fds(expected: usize) -> usize {
 fn dropping_the_runtime_closes_every_socket() {
     // Warm up lazily initialised process state before counting.
     exercise(Flavor::CurrentThread, Backend::Epoll);
+    let backends = backends("dropping_the_runtime_closes_every_socket");
+    if uring_unavailable().is_none() {
+        exercise(Flavor::CurrentThread, Backend::IoUring);
+    }
     let baseline = settled_fds(count_fds());
     for flavor in [
         Flavor::CurrentThread,
         Flavor::Workers(1),
         Flavor::Workers(4),
     ] {
-        for backend in [Backend::Epoll, Backend::Mio] {
+        for &backend in &backends {
             exercise(flavor, backend);
             assert_eq!(
                 settled_fds(baseline),

@@ -22,7 +22,7 @@ use futures::{AsyncReadExt, AsyncWriteExt};
 mod common;
 use weir::net::{ShardedListener, shard};
 use weir::os::linux::ReactorHandleExt;
-use weir::runtime::{Builder, KernelBusyPoll};
+use weir::runtime::{Backend, Builder, KernelBusyPoll};
 
 /// The testbed script carried by the repository.
 fn lab_script() -> PathBuf {
@@ -33,7 +33,12 @@ fn lab_script() -> PathBuf {
 struct Lab {
     script: PathBuf,
     prefix: String,
+    /// One lab at a time in this process: the namespaces are named after the process.
+    _one: std::sync::MutexGuard<'static, ()>,
 }
+
+/// Held by the [`Lab`] of this process.
+static LAB: Mutex<()> = Mutex::new(());
 
 impl Lab {
     /// A lab named after this process, so concurrent test runs do not share namespaces; `None`
@@ -41,6 +46,7 @@ impl Lab {
     /// status 2 when a capability (CAP_NET_ADMIN, CAP_SYS_ADMIN) or a tool (ip, ethtool) is
     /// missing. Any other failure fails the test.
     fn up_or_skip(test: &str, queues: u32) -> Option<Lab> {
+        let one = LAB.lock().unwrap_or_else(|e| e.into_inner());
         let prefix = format!("wt{}", std::process::id());
         let script = lab_script();
         let out = Command::new("bash")
@@ -64,7 +70,11 @@ impl Lab {
             "scripts/napi-lab.sh up failed:\n{}{stderr}",
             String::from_utf8_lossy(&out.stdout),
         );
-        Some(Lab { script, prefix })
+        Some(Lab {
+            script,
+            prefix,
+            _one: one,
+        })
     }
 
     fn srv(&self) -> String {
@@ -102,7 +112,24 @@ const CONNS: usize = 64;
 
 #[test]
 fn sharded_accept_keeps_each_napi_id_on_one_worker() {
-    let Some(lab) = Lab::up_or_skip("sharded_accept_keeps_each_napi_id_on_one_worker", 2) else {
+    sharded_accept_keeps_each_napi_id_on_one_worker_on(
+        "sharded_accept_keeps_each_napi_id_on_one_worker",
+        Backend::Epoll,
+    );
+}
+
+/// The same on io_uring: the hand-off to the NAPI id's owner goes through its ring's inbox.
+#[test]
+fn sharded_accept_keeps_each_napi_id_on_one_worker_uring() {
+    let test = "sharded_accept_keeps_each_napi_id_on_one_worker_uring";
+    if let Some(why) = common::uring_unavailable() {
+        return common::skip(test, why);
+    }
+    sharded_accept_keeps_each_napi_id_on_one_worker_on(test, Backend::IoUring);
+}
+
+fn sharded_accept_keeps_each_napi_id_on_one_worker_on(test: &str, backend: Backend) {
+    let Some(lab) = Lab::up_or_skip(test, 2) else {
         return;
     };
     let (addr_tx, addr_rx) = mpsc::channel::<SocketAddr>();
@@ -114,6 +141,8 @@ fn sharded_accept_keeps_each_napi_id_on_one_worker() {
         enter_netns(&srv_ns);
         let rt = Builder::new_multi_thread()
             .workers(2)
+            .backend(backend)
+            .backend_strict(true)
             .build()
             .expect("runtime");
         rt.block_on(async move {
@@ -280,7 +309,7 @@ fn kernel_busy_poll_failure_warns_unless_strict() {
     // The mio backend exposes no epoll fd: not applicable, so a warning and no busy poll...
     let rt = Builder::new_multi_thread()
         .workers(1)
-        .backend(weir::runtime::Backend::Mio)
+        .backend(Backend::Mio)
         .kernel_busy_poll(50, 8, false)
         .build()
         .expect("non-strict: runs without busy poll");
@@ -289,7 +318,7 @@ fn kernel_busy_poll_failure_warns_unless_strict() {
     // ...or an error naming the cause when strict.
     let err = Builder::new_multi_thread()
         .workers(1)
-        .backend(weir::runtime::Backend::Mio)
+        .backend(Backend::Mio)
         .kernel_busy_poll(50, 8, false)
         .kernel_busy_poll_strict(true)
         .build()
@@ -308,9 +337,24 @@ fn kernel_busy_poll_failure_warns_unless_strict() {
 
 #[test]
 fn sharded_listener_on_loopback_serves_on_the_accepting_worker() {
+    sharded_listener_on_loopback_serves_on_the_accepting_worker_on(Backend::Epoll);
+}
+
+#[test]
+fn sharded_listener_on_loopback_serves_on_the_accepting_worker_uring() {
+    if let Some(why) = common::uring_unavailable() {
+        let test = "sharded_listener_on_loopback_serves_on_the_accepting_worker_uring";
+        return common::skip(test, why);
+    }
+    sharded_listener_on_loopback_serves_on_the_accepting_worker_on(Backend::IoUring);
+}
+
+fn sharded_listener_on_loopback_serves_on_the_accepting_worker_on(backend: Backend) {
     // Loopback has no NAPI (id 0): each connection stays on the worker that accepted it.
     let rt = Builder::new_multi_thread()
         .workers(2)
+        .backend(backend)
+        .backend_strict(true)
         .build()
         .expect("runtime");
     let served: Served = Arc::default();

@@ -7,15 +7,16 @@ use std::io::ErrorKind;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::{Flavor, build, build_with, panic_message, pipe, read_fd, write_fd};
+use common::{Flavor, build, build_with, panic_message, pipe, read_fd, try_build, write_fd};
 use weir::io::unix::AsyncFd;
 use weir::runtime::{Backend, Handle, Runtime};
 
 /// Bound of every wait for another thread in these tests.
 const LIMIT: Duration = Duration::from_secs(60);
 
-/// Runs a body on the multi-thread flavours (1 and 4 workers, epoll and mio, and the
-/// `epoll_wait` fallback): `block_in_place` needs a multi-thread runtime.
+/// Runs a body on the multi-thread flavours (1 and 4 workers, epoll, mio and io_uring — skipped
+/// where unavailable — and the `epoll_wait` fallback): `block_in_place` needs a multi-thread
+/// runtime.
 macro_rules! mt_test {
     (fn $name:ident($rt:ident) $body:block) => {
         mod $name {
@@ -31,6 +32,20 @@ macro_rules! mt_test {
             fn four_workers_epoll() { run(build(Flavor::Workers(4), Backend::Epoll)) }
             #[test]
             fn four_workers_mio() { run(build(Flavor::Workers(4), Backend::Mio)) }
+            #[test]
+            fn one_worker_uring() {
+                let test = concat!(module_path!(), "::one_worker_uring");
+                if let Some(rt) = try_build(test, Flavor::Workers(1), Backend::IoUring) {
+                    run(rt)
+                }
+            }
+            #[test]
+            fn four_workers_uring() {
+                let test = concat!(module_path!(), "::four_workers_uring");
+                if let Some(rt) = try_build(test, Flavor::Workers(4), Backend::IoUring) {
+                    run(rt)
+                }
+            }
             #[test]
             fn two_workers_epoll_wait_fallback() {
                 run(build_with(Flavor::Workers(2), Backend::Epoll, false))

@@ -68,6 +68,7 @@ fn woken_task_runs_on_registering_worker(backend: Backend) {
     let rt = Builder::new_multi_thread()
         .workers(4)
         .backend(backend)
+        .backend_strict(true)
         .build()
         .unwrap();
     rt.block_on(async {
@@ -113,6 +114,14 @@ fn woken_task_runs_on_registering_worker_epoll() {
 #[test]
 fn woken_task_runs_on_registering_worker_mio() {
     woken_task_runs_on_registering_worker(Backend::Mio);
+}
+
+#[test]
+fn woken_task_runs_on_registering_worker_uring() {
+    if let Some(why) = common::uring_unavailable() {
+        return common::skip("woken_task_runs_on_registering_worker_uring", why);
+    }
+    woken_task_runs_on_registering_worker(Backend::IoUring);
 }
 
 #[test]

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{Flavor, build, count_fds, count_threads, pipe};
+use common::{Flavor, backends, build, count_fds, count_threads, pipe, uring_unavailable};
 use weir::io::unix::AsyncFd;
 use weir::runtime::Backend;
 
@@ -132,13 +132,18 @@ fn shutdown_cancels_tasks_and_leaks_no_fd_or_thread() {
     // signal pipe, which its first runtime with I/O opens and keeps) before counting.
     exercise(Flavor::CurrentThread, Backend::Epoll);
     exercise_tokio_compat(Flavor::CurrentThread);
+    let backends = backends("shutdown_cancels_tasks_and_leaks_no_fd_or_thread");
+    if uring_unavailable().is_none() {
+        // The first io_uring runtime of the process probes the kernel once (a ring it closes).
+        exercise(Flavor::CurrentThread, Backend::IoUring);
+    }
     let (fds, threads) = (count_fds(), stable_thread_count());
     for flavor in [
         Flavor::CurrentThread,
         Flavor::Workers(1),
         Flavor::Workers(4),
     ] {
-        for backend in [Backend::Epoll, Backend::Mio] {
+        for &backend in &backends {
             exercise(flavor, backend);
             assert_eq!(count_fds(), fds, "{flavor:?} {backend:?}: fd leak");
             assert_eq!(

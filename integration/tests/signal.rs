@@ -18,7 +18,7 @@ use futures::channel::oneshot;
 use weir::runtime::Backend;
 use weir::signal::unix::{SignalKind, signal};
 
-use common::{Flavor, build, count_fds};
+use common::{Flavor, build, count_fds, skip, uring_unavailable};
 
 /// Set in the child's environment to the name of the test it runs.
 const CHILD_ENV: &str = "WEIR_SIGNAL_TEST_CHILD";
@@ -255,6 +255,14 @@ fn one_sighup_seen_on_two_workers_epoll() {
 #[test]
 fn one_sighup_seen_on_two_workers_mio() {
     one_sighup_seen_on_two_workers(Backend::Mio);
+}
+
+#[test]
+fn one_sighup_seen_on_two_workers_uring() {
+    if let Some(why) = uring_unavailable() {
+        return skip("one_sighup_seen_on_two_workers_uring", why);
+    }
+    one_sighup_seen_on_two_workers(Backend::IoUring);
 }
 
 rt_test! {

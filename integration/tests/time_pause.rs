@@ -23,15 +23,16 @@ const HOUR: Duration = Duration::from_secs(3600);
 
 fn current_thread(backend: Backend, pwait2: bool) -> Builder {
     let mut b = Builder::new_current_thread();
-    b.backend(backend);
+    b.backend(backend).backend_strict(true);
     if !pwait2 {
         b.disable_epoll_pwait2();
     }
     b
 }
 
-/// Runs a paused-clock test body on a current-thread runtime started paused, on the epoll and
-/// mio backends and on epoll without `epoll_pwait2`.
+/// Runs a paused-clock test body on a current-thread runtime started paused, on the epoll, mio
+/// and io_uring backends (io_uring skipped where unavailable) and on epoll without
+/// `epoll_pwait2`.
 macro_rules! paused_test {
     (fn $name:ident($rt:ident) $body:block) => {
         mod $name {
@@ -53,6 +54,13 @@ macro_rules! paused_test {
             #[test]
             fn mio() {
                 run(paused(Backend::Mio, true))
+            }
+            #[test]
+            fn uring() {
+                if let Some(why) = common::uring_unavailable() {
+                    return common::skip(concat!(module_path!(), "::uring"), why);
+                }
+                run(paused(Backend::IoUring, true))
             }
             #[test]
             fn epoll_wait_fallback() {
@@ -249,7 +257,7 @@ paused_test! {
 
 #[test]
 fn pause_resume_and_advance_on_a_running_clock() {
-    for backend in [Backend::Epoll, Backend::Mio] {
+    for backend in common::backends("pause_resume_and_advance_on_a_running_clock") {
         let rt = current_thread(backend, true).build().unwrap();
         bounded(move || {
             rt.block_on(async {

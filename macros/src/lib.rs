@@ -26,12 +26,20 @@
 //! | `min_wait` | duration string; `"0us"` turns min_wait off | `.min_wait(d)` |
 //! | `min_wait_adaptive` | duration string > 0; not together with `min_wait` | `.min_wait_adaptive(d)` |
 //! | `busy_poll` | duration string | `.busy_poll(d)` |
-//! | `backend` | `"epoll"` or `"mio"` | `.backend(Backend::Epoll)` / `.backend(Backend::Mio)` |
+//! | `backend` | `"epoll"`, `"mio"`, `"io_uring"` or `"auto"` | `.backend(Backend::Epoll)`, `.backend(Backend::Mio)`, `.backend(Backend::IoUring)`, `.backend(Backend::Auto)` |
 //! | `start_paused` | `true` or `false`; `true` needs the current-thread flavour | `.start_paused(b)` |
 //! | `tokio_compat` | `true` or `false`; `true` needs weir's `tokio-compat` feature | `.tokio_compat(b)` |
 //! | `crate` | string holding the path of the weir crate (default `"::weir"`) | — |
 //!
-//! Settings left out keep the builder's defaults (for `workers`: the available parallelism).
+//! Settings left out keep the builder's defaults (for `workers`: the available parallelism; for
+//! `backend`: the `WEIR_BACKEND` environment variable, else epoll).
+//!
+//! `backend = "io_uring"` falls back to epoll, with one warning, where the kernel refuses
+//! io_uring (`kernel.io_uring_disabled`, a seccomp filter, an old kernel); `"auto"` takes
+//! io_uring where the kernel offers it and epoll otherwise. A `backend` given here wins over
+//! `WEIR_BACKEND`. For io_uring without the fallback, build the runtime with
+//! `Builder::backend_strict(true)`, or leave `backend` out and run with
+//! `WEIR_BACKEND=io_uring!`.
 //!
 //! A duration string is an integer followed by a unit, with nothing in between: `ns`, `us` (or
 //! `µs`), `ms` or `s`, as in `"50ns"`, `"200us"`, `"1ms"`, `"2s"`. It must fit in a `u64` of
@@ -84,7 +92,7 @@ use crate::args::Kind;
 ///
 /// Arguments (all optional; see the [crate documentation](crate) for details): `workers = 4`,
 /// `flavor = "current_thread" | "multi_thread"`, `name = "my-runtime"`, `min_wait = "200us"`,
-/// `min_wait_adaptive = "200us"`, `busy_poll = "50us"`, `backend = "epoll" | "mio"`,
+/// `min_wait_adaptive = "200us"`, `busy_poll = "50us"`, `backend = "epoll" | "mio" | "io_uring" | "auto"`,
 /// `start_paused = true` (current-thread flavour only), `tokio_compat = true` (feature
 /// `tokio-compat`), `crate = "path::to::weir"`.
 ///

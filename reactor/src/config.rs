@@ -15,8 +15,14 @@ pub const DEFAULT_TIMER_SPIN: Duration = Duration::from_micros(50);
 /// How a reactor is built.
 #[derive(Clone, Debug)]
 pub struct DriverConfig {
-    /// Which backend to drive.
+    /// Which backend to drive. `IoUring` falls back to epoll when the kernel refuses it
+    /// (unless [`backend_strict`](Self::backend_strict)); `Auto` takes io_uring where the
+    /// kernel offers it and epoll otherwise. [`ReactorHandle::backend`](crate::ReactorHandle::backend)
+    /// tells which one was built.
     pub backend: Backend,
+    /// Fail instead of falling back to epoll when `backend` is `IoUring` and the kernel
+    /// refuses it (no effect on the other backends).
+    pub backend_strict: bool,
     /// The min_wait policy of blocking waits.
     pub min_wait: MinWait,
     /// Events collected per wait at most (`maxevents`).
@@ -39,6 +45,7 @@ impl Default for DriverConfig {
     fn default() -> DriverConfig {
         DriverConfig {
             backend: Backend::default(),
+            backend_strict: false,
             min_wait: MinWait::Off,
             max_events: 1024,
             epoll_pwait2: true,

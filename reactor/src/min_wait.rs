@@ -38,6 +38,25 @@
 //! (another thread queued work for this worker, or a timer was added), no window is opened —
 //! queued tasks would only wait without any syscall being saved.
 //!
+//! # Native windows (io_uring)
+//!
+//! On io_uring with `IORING_FEAT_MIN_TIMEOUT` the kernel holds the window, in one
+//! `io_uring_enter`: it is asked for as many completions as the buffer has room for (`want`,
+//! which must be above 1 for a window to exist) with `min_wait_usec` = the window and the
+//! wait's timeout as its `timespec`. The kernel's window starts at the enter, which is `t0`;
+//! it returns when `want` completions arrived (rule 1, and unlike the emulation it ends the
+//! window early then), or once `t0 + min_wait` has passed with at least one (rule 2), or at the
+//! timeout (rule 3). A window longer than the timeout is cut to it (the kernel would let it
+//! override the timeout), which is the "timer deadline" end. The deviation about wake-ups
+//! differs: the kernel cannot tell a wake-up from I/O, so a wake-up that arrives inside the
+//! window before any event ends the wait at the window's end, not at once.
+//!
+//! The kernel does not say when the first event arrived, which the adaptive policy wants
+//! (`gap`). A wait that returned after `t0 + min_wait` returned with its first event, so it
+//! blocked all along; one that returned inside the window gathered its `n` events there, and
+//! their first arrival is estimated as `spent / (n + 1)` (the expected first of `n` arrivals
+//! spread evenly over the window).
+//!
 //! # Adaptive
 //!
 //! [`MinWait::Adaptive`] sizes each window from recent load, so that a window costs little
@@ -159,6 +178,11 @@ pub(crate) fn wait(
             window: None,
         });
     }
+    if let Some(w) = window
+        && selector.native_window()
+    {
+        return native_wait(selector, registry, out, max, timeout, w);
+    }
     let t0 = Instant::now();
     let n = selector.select(registry, out, max, timeout)?;
     let first = Instant::now();
@@ -199,6 +223,49 @@ pub(crate) fn wait(
         full: out.len() >= max,
         end: why,
         gathered,
+    });
+    Ok(report)
+}
+
+/// One blocking wait whose window the kernel holds (see [Native windows](self#native-windows-io_uring)).
+fn native_wait(
+    selector: &mut sys::AnySelector,
+    registry: &sys::AnyRegistry,
+    out: &mut Vec<Event>,
+    max: usize,
+    timeout: Option<Duration>,
+    window: Duration,
+) -> io::Result<WaitReport> {
+    let start = out.len();
+    let t0 = Instant::now();
+    let n = selector.select_window(registry, out, max, timeout, window)?;
+    let done = Instant::now();
+    let spent = done - t0;
+    let mut report = WaitReport {
+        events: n,
+        blocked: spent,
+        span: Some((t0, done)),
+        window: None,
+    };
+    let (end, why) = match timeout {
+        Some(t) if t < window => (t, WindowEnd::Deadline),
+        _ => (window, WindowEnd::Elapsed),
+    };
+    let full = out.len() >= max;
+    let woken = out[start..].iter().any(|e| e.token == WAKE_TOKEN);
+    // A lone event after the window, a wake-up, or nothing: no window was held. (Slack for the
+    // kernel's wake-up latency at the window's end.)
+    let held = n > 0 && !woken && (full || spent <= end + end / 4 + Duration::from_micros(50));
+    if !held {
+        return Ok(report);
+    }
+    let first = spent / (n as u32).saturating_add(1);
+    report.blocked = first;
+    report.window = Some(WindowReport {
+        spent: spent - first,
+        full,
+        end: why,
+        gathered: n - 1,
     });
     Ok(report)
 }

@@ -1,7 +1,9 @@
 //! min_wait on a real driver with pipes: batching at medium load, no delay at low load.
 //! Margins are wide (5 ms vs 50 ms, 200 ms vs 50 ms) so machine noise cannot flip the outcome.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+mod support;
+
+use std::os::fd::AsRawFd;
 use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
@@ -9,20 +11,7 @@ use std::time::Duration;
 use weir_reactor::metrics::event_bucket;
 use weir_reactor::{Backend, Driver, DriverConfig, Interest, MinWait, Registration};
 
-fn pipe() -> (OwnedFd, OwnedFd) {
-    let mut fds = [0; 2];
-    // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
-    let r = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) };
-    assert_eq!(r, 0);
-    // SAFETY: both fds are new and owned by nobody else.
-    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
-}
-
-fn write1(fd: &OwnedFd) {
-    // SAFETY: writes one byte from a static buffer to an open fd.
-    let n = unsafe { libc::write(fd.as_raw_fd(), b"x".as_ptr().cast(), 1) };
-    assert_eq!(n, 1);
-}
+use support::{pipe, write1};
 
 fn driver(backend: Backend, min_wait: MinWait) -> Driver {
     Driver::new(&DriverConfig {
@@ -129,8 +118,61 @@ fn epoll_without_min_wait_first_event_returns_alone() {
 }
 
 #[test]
-fn unpark_ends_a_wait_and_costs_one_wake() {
-    let mut d = driver(Backend::Epoll, MinWait::Fixed(Duration::from_millis(50)));
+fn uring_gathers_two_events_5ms_apart() {
+    if support::uring("uring_gathers_two_events_5ms_apart") {
+        gathers_two_events_5ms_apart(Backend::IoUring);
+    }
+}
+
+#[test]
+fn uring_lone_event_after_min_wait_returns_at_once() {
+    if support::uring("uring_lone_event_after_min_wait_returns_at_once") {
+        lone_event_after_min_wait_returns_at_once(Backend::IoUring);
+    }
+}
+
+#[test]
+fn uring_without_min_wait_first_event_returns_alone() {
+    if support::uring("uring_without_min_wait_first_event_returns_alone") {
+        without_min_wait_the_first_event_returns_alone(Backend::IoUring);
+    }
+}
+
+/// The kernel's window ends as soon as the buffer is full (the emulation cannot).
+#[test]
+fn uring_native_window_ends_early_when_full() {
+    if !support::uring("uring_native_window_ends_early_when_full") {
+        return;
+    }
+    let mut d = Driver::new(&DriverConfig {
+        backend: Backend::IoUring,
+        min_wait: MinWait::Fixed(Duration::from_secs(30)),
+        max_events: 2,
+        ..DriverConfig::default()
+    })
+    .unwrap();
+    let (r1, w1) = pipe();
+    let (r2, w2) = pipe();
+    let _reg1 = Registration::with_handle(r1.as_raw_fd(), Interest::READABLE, d.handle()).unwrap();
+    let _reg2 = Registration::with_handle(r2.as_raw_fd(), Interest::READABLE, d.handle()).unwrap();
+    d.poll().unwrap();
+    let writer = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(2));
+        write1(&w1);
+        thread::sleep(Duration::from_millis(5));
+        write1(&w2);
+        (w1, w2)
+    });
+    // Returns long before the 30 s window: two events fill `max_events`.
+    d.park(Some(Duration::from_secs(60))).unwrap();
+    let s = d.handle().stats();
+    assert_eq!((s.waits, s.events), (1, 2), "{s:?}");
+    assert_eq!(s.windows_full, 1, "{s:?}");
+    drop(writer.join().unwrap());
+}
+
+fn unpark_ends_a_wait_and_costs_one_wake(backend: Backend) {
+    let mut d = driver(backend, MinWait::Fixed(Duration::from_millis(50)));
     let h = d.handle().clone();
     let t = thread::spawn(move || {
         // Wait until the owner is blocked, then wake it twice: only the first writes the eventfd.
@@ -150,8 +192,19 @@ fn unpark_ends_a_wait_and_costs_one_wake() {
 }
 
 #[test]
-fn unpark_of_a_running_owner_costs_no_syscall() {
-    let mut d = driver(Backend::Epoll, MinWait::Off);
+fn epoll_unpark_ends_a_wait_and_costs_one_wake() {
+    unpark_ends_a_wait_and_costs_one_wake(Backend::Epoll);
+}
+
+#[test]
+fn uring_unpark_ends_a_wait_and_costs_one_wake() {
+    if support::uring("uring_unpark_ends_a_wait_and_costs_one_wake") {
+        unpark_ends_a_wait_and_costs_one_wake(Backend::IoUring);
+    }
+}
+
+fn unpark_of_a_running_owner_costs_no_syscall(backend: Backend) {
+    let mut d = driver(backend, MinWait::Off);
     let h = d.handle().clone();
     h.unpark();
     let s = h.stats();
@@ -159,6 +212,18 @@ fn unpark_of_a_running_owner_costs_no_syscall() {
     // The pending unpark makes the next park return without blocking.
     d.park(None).unwrap();
     assert_eq!(h.stats().waits, 0);
+}
+
+#[test]
+fn epoll_unpark_of_a_running_owner_costs_no_syscall() {
+    unpark_of_a_running_owner_costs_no_syscall(Backend::Epoll);
+}
+
+#[test]
+fn uring_unpark_of_a_running_owner_costs_no_syscall() {
+    if support::uring("uring_unpark_of_a_running_owner_costs_no_syscall") {
+        unpark_of_a_running_owner_costs_no_syscall(Backend::IoUring);
+    }
 }
 
 #[test]

@@ -59,6 +59,43 @@ const WEIR_ADAPTIVE500: Contender = c(
     "weir, 1 worker, adaptive min_wait of at most 500 µs",
     &["--rt", "weir", "--min-wait-adaptive-us", "500"],
 );
+const WEIR_URING: Contender = c(
+    "weir-uring",
+    "weir, 1 worker, io_uring backend (readiness: multishot poll), min_wait off",
+    &[
+        "--rt",
+        "weir",
+        "--backend",
+        "io_uring",
+        "--min-wait-us",
+        "0",
+    ],
+);
+const WEIR_URING_MW200: Contender = c(
+    "weir-uring-mw200",
+    "weir, 1 worker, io_uring backend, min_wait 200 µs (the kernel's own window where it has \
+     IORING_FEAT_MIN_TIMEOUT)",
+    &[
+        "--rt",
+        "weir",
+        "--backend",
+        "io_uring",
+        "--min-wait-us",
+        "200",
+    ],
+);
+const WEIR_URING_ADAPTIVE: Contender = c(
+    "weir-uring-adaptive",
+    "weir, 1 worker, io_uring backend, adaptive min_wait of at most 200 µs",
+    &[
+        "--rt",
+        "weir",
+        "--backend",
+        "io_uring",
+        "--min-wait-adaptive-us",
+        "200",
+    ],
+);
 const WEIR_BARE: Contender = c(
     "weir-bare",
     "weir, 1 worker, default configuration, HTTP answered without hyper (a task per connection)",
@@ -106,6 +143,9 @@ pub(super) fn pinned(ctx: &mut Ctx) -> ScenarioResult {
         WEIR_MW200,
         WEIR_ADAPTIVE,
         WEIR_ADAPTIVE500,
+        WEIR_URING,
+        WEIR_URING_MW200,
+        WEIR_URING_ADAPTIVE,
         TOKIO_BARE,
         WEIR_BARE,
         RAW,

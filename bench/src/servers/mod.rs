@@ -15,6 +15,8 @@
 //!   --kernel-busy-poll U,B,P        EPIOCSPARAMS usecs, budget, prefer (0/1)
 //!   --sharded                       weir::net::ShardedListener instead of one TcpListener
 //!   --pin                           pin worker i to allowed CPU i (mt only)
+//!   --backend epoll|mio|io_uring|auto   the reactor backend (default: the runtime's); io_uring
+//!                                   is strict: the server fails rather than run on epoll
 //! weir, raw-epoll and raw-uring:
 //!   --min-wait-us N                 raw-epoll: userspace min_wait (sleep to the window's end,
 //!                                   then collect); raw-uring: io_uring's native min_wait
@@ -97,6 +99,8 @@ struct WeirOpts {
     sharded: bool,
     /// `--pin`.
     pin: bool,
+    /// `--backend`.
+    backend: Option<weir::runtime::Backend>,
 }
 
 /// The parsed command line of `__server`.
@@ -138,7 +142,7 @@ pub(crate) fn main(args: &[String]) -> ! {
 const USAGE: &str = "usage: weir-bench __server [--kind echo|http|bare-http] \
 [--rt weir|tokio|raw-epoll|raw-uring|busy-loop] [--flavor mt|ct] [--workers N] [--addr IP:PORT] [--cpu N] \
 [--min-wait-us N | --min-wait-adaptive-us N] [--busy-poll-us N] [--kernel-busy-poll U,B,P] \
-[--sharded] [--pin]";
+[--sharded] [--pin] [--backend epoll|mio|io_uring|auto]";
 
 /// Prints `msg` and the usage line on stderr and exits with status 2.
 fn usage_error(msg: &str) -> ! {
@@ -205,7 +209,7 @@ fn parse(args: &[String]) -> Result<Config, String> {
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let flag = flag.as_str();
-        const FLAGS: [&str; 13] = [
+        const FLAGS: [&str; 14] = [
             "--kind",
             "--rt",
             "--flavor",
@@ -218,6 +222,7 @@ fn parse(args: &[String]) -> Result<Config, String> {
             "--kernel-busy-poll",
             "--sharded",
             "--pin",
+            "--backend",
             "--help",
         ];
         if !FLAGS.contains(&flag) {
@@ -329,6 +334,16 @@ fn parse(args: &[String]) -> Result<Config, String> {
             "--kernel-busy-poll" => {
                 weir_only.push(flag);
                 weir.kernel_busy_poll = Some(parse_kbp(v)?);
+            }
+            "--backend" => {
+                weir_only.push(flag);
+                let backends = weir::runtime::Backend::ALL;
+                weir.backend = Some(backends.into_iter().find(|b| b.name() == v).ok_or_else(
+                    || {
+                        let names: Vec<&str> = backends.iter().map(|b| b.name()).collect();
+                        format!("invalid value for --backend: {v:?} ({})", names.join("|"))
+                    },
+                )?);
             }
             _ => unreachable!("flag list and match disagree: {flag}"),
         }
@@ -542,6 +557,11 @@ mod tests {
         assert_eq!(c.weir.kernel_busy_poll, Some((50, 8, true)));
         assert!(c.weir.sharded && c.weir.pin);
         assert_eq!(c.addr.port(), 9000);
+        assert_eq!(c.weir.backend, None);
+        let c = parse(&args("--rt weir --kind http --backend io_uring")).unwrap();
+        assert_eq!(c.weir.backend, Some(weir::runtime::Backend::IoUring));
+        assert!(parse(&args("--rt weir --backend uring")).is_err());
+        assert!(parse(&args("--rt tokio --backend epoll")).is_err());
     }
 
     #[test]

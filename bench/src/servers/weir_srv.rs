@@ -34,6 +34,12 @@ pub(super) fn run(cfg: &Config) -> ! {
         }
         None => {}
     }
+    if let Some(backend) = cfg.weir.backend {
+        // A contender named after io_uring must not measure the epoll fallback.
+        builder
+            .backend(backend)
+            .backend_strict(backend == weir::runtime::Backend::IoUring);
+    }
     if let Some(d) = cfg.weir.busy_poll {
         builder.busy_poll(d);
     }

@@ -7,9 +7,11 @@ use std::thread;
 
 use weir_config::Flavor;
 use weir_reactor::os::linux::{KernelBusyPoll, ReactorHandleExt};
-use weir_reactor::{Driver, MinWait};
+use weir_reactor::{Backend, Driver, MinWait};
 
-use super::{Builder, MAX_BUSY_POLL, MAX_MIN_WAIT, MAX_TIMER_SPIN, MAX_WORKERS, MIN_STACK_SIZE};
+use super::{
+    BACKEND_ENV, Builder, MAX_BUSY_POLL, MAX_MIN_WAIT, MAX_TIMER_SPIN, MAX_WORKERS, MIN_STACK_SIZE,
+};
 use crate::blocking;
 use crate::compat::CompatRuntime;
 use crate::config::Config;
@@ -141,28 +143,55 @@ impl Builder {
         Ok(workers)
     }
 
+    /// The backend asked for and its strictness: [`Builder::backend`], else `WEIR_BACKEND`,
+    /// else the default.
+    fn requested_backend(&self) -> io::Result<(Backend, bool)> {
+        if let Some(b) = self.backend {
+            return Ok((b, self.backend_strict));
+        }
+        match std::env::var(BACKEND_ENV) {
+            Err(std::env::VarError::NotPresent) => Ok((Backend::default(), self.backend_strict)),
+            Err(std::env::VarError::NotUnicode(v)) => Err(backend_env_error(&v.to_string_lossy())),
+            Ok(v) => {
+                let (b, strict) = parse_backend_env(&v)?;
+                Ok((b, strict || self.backend_strict))
+            }
+        }
+    }
+
     /// Builds the runtime: one reactor per worker, then (multi-thread) the worker threads.
     ///
     /// # Errors
     /// `InvalidInput` naming the bad setting and value (0 workers, a min_wait above
-    /// [`MAX_MIN_WAIT`], …); the OS error when an epoll instance, eventfd or thread cannot be
-    /// created.
+    /// [`MAX_MIN_WAIT`], a `WEIR_BACKEND` that names no backend, …); the OS error when an epoll
+    /// instance, ring, eventfd or thread cannot be created; with
+    /// [`backend_strict`](Builder::backend_strict), `Unsupported` or `PermissionDenied` naming
+    /// why the kernel refuses io_uring.
     pub fn build(&mut self) -> io::Result<Runtime> {
         let workers = self.validate()?;
-        let drivers = (0..workers)
-            .map(|index| {
-                Driver::new(&weir_reactor::DriverConfig {
-                    backend: self.backend,
-                    min_wait: self.min_wait,
-                    max_events: self.max_events,
-                    epoll_pwait2: self.epoll_pwait2,
-                    index,
-                    timer_spin: self.timer_spin,
-                    pausable_clock: current_flavor(self.flavor),
-                    start_paused: self.start_paused,
-                })
+        let (backend, strict) = self.requested_backend()?;
+        let driver = |index, backend, backend_strict| {
+            Driver::new(&weir_reactor::DriverConfig {
+                backend,
+                backend_strict,
+                min_wait: self.min_wait,
+                max_events: self.max_events,
+                epoll_pwait2: self.epoll_pwait2,
+                index,
+                timer_spin: self.timer_spin,
+                pausable_clock: current_flavor(self.flavor),
+                start_paused: self.start_paused,
             })
-            .collect::<io::Result<Vec<_>>>()?;
+        };
+        // The first reactor resolves `Auto` and the fallback; the others get the backend it
+        // got, strictly, so that every worker of a runtime runs on the same backend.
+        let first = driver(0, backend, strict)?;
+        let built = first.handle().backend();
+        let mut drivers = Vec::with_capacity(workers);
+        drivers.push(first);
+        for index in 1..workers {
+            drivers.push(driver(index, built, true)?);
+        }
         if let Some(params) = self.kernel_busy_poll {
             apply_kernel_busy_poll(&drivers, params, self.kernel_busy_poll_strict)?;
         }
@@ -255,6 +284,35 @@ impl Builder {
     }
 }
 
+/// Parses `WEIR_BACKEND`: a backend's name, or `io_uring!` (strict). Empty means the default.
+fn parse_backend_env(v: &str) -> io::Result<(Backend, bool)> {
+    let name = v.trim();
+    if name.is_empty() {
+        return Ok((Backend::default(), false));
+    }
+    let (name, strict) = match name.strip_suffix('!') {
+        Some(n) => (n, true),
+        None => (name, false),
+    };
+    match Backend::ALL.into_iter().find(|b| b.name() == name) {
+        Some(Backend::IoUring) => Ok((Backend::IoUring, strict)),
+        Some(b) if !strict => Ok((b, false)),
+        _ => Err(backend_env_error(v)),
+    }
+}
+
+fn backend_env_error(v: &str) -> io::Error {
+    let names: Vec<&str> = Backend::ALL.iter().map(|b| b.name()).collect();
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!(
+            "invalid weir runtime configuration: {BACKEND_ENV} = {v:?}: accepted values: {}, \
+             or io_uring! (io_uring without the fallback to epoll)",
+            names.join(", ")
+        ),
+    )
+}
+
 fn current_flavor(f: Flavor) -> bool {
     f == Flavor::CurrentThread
 }
@@ -327,4 +385,32 @@ fn worker_thread(shared: Arc<Shared>, core: Box<Core>, alive: AliveGuard, cpu: O
         worker::stop(&shared, core);
     }
     shared.config.hooks.thread_stop();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backend_env_values() {
+        assert_eq!(parse_backend_env("epoll").unwrap(), (Backend::Epoll, false));
+        assert_eq!(parse_backend_env(" mio ").unwrap(), (Backend::Mio, false));
+        assert_eq!(
+            parse_backend_env("io_uring").unwrap(),
+            (Backend::IoUring, false)
+        );
+        assert_eq!(
+            parse_backend_env("io_uring!").unwrap(),
+            (Backend::IoUring, true)
+        );
+        assert_eq!(parse_backend_env("auto").unwrap(), (Backend::Auto, false));
+        assert_eq!(parse_backend_env("").unwrap(), (Backend::default(), false));
+        for bad in ["uring", "epoll!", "auto!", "EPOLL", "io-uring", "!"] {
+            let e = parse_backend_env(bad).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+            let msg = e.to_string();
+            assert!(msg.contains("WEIR_BACKEND"), "{msg}");
+            assert!(msg.contains("epoll, mio, io_uring, auto"), "{msg}");
+        }
+    }
 }

@@ -13,6 +13,13 @@ use weir_reactor::{Backend, MinWait};
 
 use crate::config::Hooks;
 
+/// The environment variable that chooses the reactor backend of a runtime whose builder was
+/// not given one ([`Builder::backend`]): `epoll`, `mio`, `io_uring` or `auto`, or `io_uring!`
+/// for io_uring without the fallback to epoll ([`Builder::backend_strict`]). Read by every
+/// [`Builder::build`]; unset or empty means the default backend, any other value fails the
+/// build with `InvalidInput`.
+pub const BACKEND_ENV: &str = "WEIR_BACKEND";
+
 // The limits are shared with `#[weir::main]`, which checks its arguments against them.
 pub use weir_config::{MAX_BUSY_POLL, MAX_MIN_WAIT, MAX_TIMER_SPIN, MAX_WORKERS, MIN_STACK_SIZE};
 
@@ -37,7 +44,9 @@ pub struct Builder {
     workers: Option<usize>,
     min_wait: MinWait,
     busy_poll: Duration,
-    backend: Backend,
+    /// Set by [`Builder::backend`]; `None`: `WEIR_BACKEND`, else the default.
+    backend: Option<Backend>,
+    backend_strict: bool,
     thread_name: String,
     thread_stack_size: Option<usize>,
     event_interval: u32,
@@ -64,7 +73,8 @@ impl Builder {
             workers: None,
             min_wait: MinWait::Off,
             busy_poll: Duration::ZERO,
-            backend: Backend::default(),
+            backend: None,
+            backend_strict: false,
             thread_name: "weir".to_string(),
             thread_stack_size: None,
             event_interval: 61,
@@ -136,9 +146,33 @@ impl Builder {
         self
     }
 
-    /// The reactor backend (default: epoll on Linux).
+    /// The reactor backend of every worker. Without this call, the environment variable
+    /// [`BACKEND_ENV`] (`WEIR_BACKEND`) chooses, and without that, epoll (on Linux). This call
+    /// (and `#[weir::main(backend = "…")]`, which makes it) wins over the variable.
+    ///
+    /// - `Backend::Epoll`, `Backend::Mio`: as asked.
+    /// - `Backend::IoUring`: one io_uring per worker. The kernel is asked once per process
+    ///   whether it offers what the backend needs (Linux 6.1's `SINGLE_ISSUER` and
+    ///   `DEFER_TASKRUN` rings, `EXT_ARG`, `NODROP`, multishot poll). Where it refuses —
+    ///   `kernel.io_uring_disabled`, a seccomp filter such as the default profiles of container
+    ///   runtimes, an old kernel — the runtime runs on epoll and logs one `tracing` warning per
+    ///   process (target `weir::reactor`) naming the cause, unless
+    ///   [`backend_strict`](Self::backend_strict) makes that an error.
+    /// - `Backend::Auto`: io_uring where the kernel offers it, epoll otherwise; the choice and
+    ///   its reason are logged once per process.
+    ///
+    /// [`Handle::backend`](crate::Handle::backend) tells which backend the runtime runs on.
     pub fn backend(&mut self, backend: Backend) -> &mut Builder {
-        self.backend = backend;
+        self.backend = Some(backend);
+        self
+    }
+
+    /// Makes [`build`](Self::build) fail, naming the cause, when `Backend::IoUring` was asked
+    /// for and the kernel refuses it, instead of warning and running on epoll (default:
+    /// `false`). Also set by `WEIR_BACKEND=io_uring!`. No effect on the other backends:
+    /// `Backend::Auto` chooses and never fails for want of io_uring.
+    pub fn backend_strict(&mut self, strict: bool) -> &mut Builder {
+        self.backend_strict = strict;
         self
     }
 
@@ -376,6 +410,7 @@ impl fmt::Debug for Builder {
             .field("min_wait", &self.min_wait)
             .field("busy_poll", &self.busy_poll)
             .field("backend", &self.backend)
+            .field("backend_strict", &self.backend_strict)
             .field("thread_name", &self.thread_name)
             .field("event_interval", &self.event_interval)
             .field("global_queue_interval", &self.global_queue_interval)

@@ -12,39 +12,123 @@ pub(crate) enum Flavor {
     Workers(usize),
 }
 
+/// Builds a runtime on `backend`; `Backend::IoUring` strictly (it panics where io_uring is not
+/// available: guard with [`uring_unavailable`], or use [`try_build`], which skips).
 pub(crate) fn build(flavor: Flavor, backend: Backend) -> Runtime {
     build_with(flavor, backend, true)
 }
 
 /// `pwait2 = false` forces the `epoll_wait` fallback (millisecond timeouts) of old kernels.
 pub(crate) fn build_with(flavor: Flavor, backend: Backend, pwait2: bool) -> Runtime {
-    let mut b = match flavor {
+    let mut b = builder(flavor);
+    if !pwait2 {
+        b.disable_epoll_pwait2();
+    }
+    if backend == Backend::IoUring {
+        b.backend_strict(true);
+    }
+    b.backend(backend).build().expect("runtime builds")
+}
+
+/// A builder of `flavor`.
+pub(crate) fn builder(flavor: Flavor) -> Builder {
+    match flavor {
         Flavor::CurrentThread => Builder::new_current_thread(),
         Flavor::Workers(n) => {
             let mut b = Builder::new_multi_thread();
             b.workers(n);
             b
         }
-    };
-    if !pwait2 {
-        b.disable_epoll_pwait2();
     }
-    b.backend(backend).build().expect("runtime builds")
 }
 
-/// Runs a runtime test body on current-thread, 1 worker and 4 workers, each on the epoll and the
-/// mio backend, plus 2 workers on epoll without `epoll_pwait2` (the old-kernel fallback).
+/// Builds a runtime on `backend` for the test `test`, or returns `None` after printing why the
+/// test is skipped. `Backend::IoUring` is built strictly, so that it never runs on the epoll
+/// fallback unnoticed: where this build of weir has no io_uring backend, or the kernel refuses
+/// io_uring (`kernel.io_uring_disabled`, seccomp, an old kernel), the test is skipped.
+pub(crate) fn try_build(test: &str, flavor: Flavor, backend: Backend) -> Option<Runtime> {
+    if backend != Backend::IoUring {
+        return Some(build(flavor, backend));
+    }
+    let mut b = builder(flavor);
+    match b.backend(Backend::IoUring).backend_strict(true).build() {
+        Ok(rt) => {
+            assert_eq!(
+                rt.handle().backend(),
+                Backend::IoUring,
+                "a strict io_uring build"
+            );
+            Some(rt)
+        }
+        Err(e) => {
+            skip(test, uring_refusal(&e));
+            None
+        }
+    }
+}
+
+/// Why io_uring cannot run the tests here, from the error of a strict build; panics on errors
+/// that are not a refusal of io_uring (a broken backend must fail its tests, not skip them).
+#[track_caller]
+fn uring_refusal(e: &std::io::Error) -> String {
+    use std::io::ErrorKind;
+    assert!(
+        matches!(
+            e.kind(),
+            ErrorKind::Unsupported | ErrorKind::PermissionDenied
+        ),
+        "a strict io_uring runtime fails to build for another reason than a refusal: {e}"
+    );
+    format!("io_uring backend unavailable: {e}")
+}
+
+/// `None` if io_uring runtimes can be built here, else why not (asked once per process).
+pub(crate) fn uring_unavailable() -> Option<&'static str> {
+    static WHY: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    WHY.get_or_init(|| {
+        match Builder::new_current_thread()
+            .backend(Backend::IoUring)
+            .backend_strict(true)
+            .build()
+        {
+            Ok(_) => None,
+            Err(e) => Some(uring_refusal(&e)),
+        }
+    })
+    .as_deref()
+}
+
+/// The backends a test that loops over backends runs on: epoll, mio, and io_uring where it is
+/// available (else the skip is printed, naming `test`).
+pub(crate) fn backends(test: &str) -> Vec<Backend> {
+    let mut v = vec![Backend::Epoll, Backend::Mio];
+    match uring_unavailable() {
+        None => v.push(Backend::IoUring),
+        Some(why) => skip(&format!("{test} on io_uring"), why),
+    }
+    v
+}
+
+/// Runs a runtime test body on current-thread, 1 worker and 4 workers, each on the epoll, the
+/// mio and the io_uring backend (io_uring skipped, with the reason printed, where it is not
+/// available), plus 2 workers on epoll without `epoll_pwait2` (the old-kernel fallback).
 #[macro_export]
 macro_rules! rt_test {
     ($(#[$m:meta])* fn $name:ident($rt:ident) $body:block) => {
         mod $name {
             #[allow(unused_imports)]
             use super::*;
-            use $crate::common::{build, build_with, Flavor};
+            use $crate::common::{build, build_with, try_build, Flavor};
             use weir::runtime::Backend;
 
             $(#[$m])*
             fn run($rt: weir::runtime::Runtime) $body
+
+            fn uring(test: &str, flavor: Flavor) {
+                if let Some(rt) = try_build(&format!("{}::{test}", module_path!()), flavor, Backend::IoUring) {
+                    run(rt)
+                }
+            }
 
             #[test]
             fn current_thread_epoll() { run(build(Flavor::CurrentThread, Backend::Epoll)) }
@@ -58,6 +142,12 @@ macro_rules! rt_test {
             fn four_workers_epoll() { run(build(Flavor::Workers(4), Backend::Epoll)) }
             #[test]
             fn four_workers_mio() { run(build(Flavor::Workers(4), Backend::Mio)) }
+            #[test]
+            fn current_thread_uring() { uring("current_thread_uring", Flavor::CurrentThread) }
+            #[test]
+            fn one_worker_uring() { uring("one_worker_uring", Flavor::Workers(1)) }
+            #[test]
+            fn four_workers_uring() { uring("four_workers_uring", Flavor::Workers(4)) }
             #[test]
             fn two_workers_epoll_wait_fallback() {
                 run(build_with(Flavor::Workers(2), Backend::Epoll, false))
@@ -151,11 +241,18 @@ pub(crate) fn in_child(name: &str) -> bool {
 /// process down when it breaks.
 #[track_caller]
 pub(crate) fn run_in_child(name: &str, limit: std::time::Duration) {
+    run_in_child_with_env(name, limit, &[]);
+}
+
+/// [`run_in_child`] with extra environment variables for the child.
+#[track_caller]
+pub(crate) fn run_in_child_with_env(name: &str, limit: std::time::Duration, env: &[(&str, &str)]) {
     use std::io::Read;
     use std::process::{Command, Stdio};
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", name, "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, name)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

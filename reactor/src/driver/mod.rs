@@ -28,7 +28,7 @@ use crate::config::DriverConfig;
 use crate::metrics::{ReactorMetrics, ReactorStats};
 use crate::min_wait::Policy;
 use crate::park_state::{ParkState, Prepare, Unpark};
-use crate::sys::{self, AnyRegistry, AnySelector, Event};
+use crate::sys::{self, AnyRegistry, AnySelector, Backend, Event};
 
 pub(crate) mod clock;
 mod registrations;
@@ -49,6 +49,8 @@ pub(crate) use timer_queue::{FAR_FUTURE, TimerKey};
 /// The state a reactor's owner and its handles share.
 pub(crate) struct Inner {
     pub(crate) registry: AnyRegistry,
+    /// The backend actually built (never `Auto`).
+    backend: Backend,
     registrations: Mutex<Registrations>,
     timers: Mutex<TimerQueue>,
     park: ParkState,
@@ -86,14 +88,21 @@ pub struct Driver {
 impl Driver {
     /// Creates a reactor (an epoll instance and an eventfd, or a mio poller).
     ///
+    /// `Backend::IoUring` and `Backend::Auto` ask the kernel once per process whether it offers
+    /// what the io_uring backend needs; where it does not, the reactor is built on epoll with
+    /// one warning per process naming the cause, unless
+    /// [`DriverConfig::backend_strict`] makes that an error. [`ReactorHandle::backend`] tells
+    /// which backend was built.
+    ///
     /// # Errors
     /// `InvalidInput` for a `max_events` of 0 or above
     /// [`MAX_EVENTS_LIMIT`](crate::MAX_EVENTS_LIMIT), or `start_paused` without
     /// `pausable_clock`; the OS error when the poller or its wake handle cannot be created
-    /// (e.g. `EMFILE`).
+    /// (e.g. `EMFILE`); with `backend_strict`, the kernel's refusal of io_uring (`Unsupported`
+    /// or `PermissionDenied`, naming the cause).
     pub fn new(cfg: &DriverConfig) -> io::Result<Driver> {
         cfg.validate()?;
-        let (selector, registry) = sys::new(&cfg.sys())?;
+        let (selector, registry, backend) = sys::choice::build(&cfg.sys(), cfg.backend_strict)?;
         let precise = selector.precise();
         debug_assert!(
             !precise || registry.capabilities().precise_timeouts,
@@ -107,6 +116,7 @@ impl Driver {
         }
         let inner = Arc::new(Inner {
             registry,
+            backend,
             registrations: Mutex::new(Registrations::new()),
             timers: Mutex::new(TimerQueue::default()),
             park: ParkState::new(),
@@ -190,6 +200,21 @@ impl Driver {
     pub fn is_precise(&self) -> bool {
         self.selector.precise()
     }
+
+    /// Test hook (io_uring): makes the kernel end every armed poll at the next turn, as a CQ
+    /// overflow may; each must be re-armed. Returns `false` on other backends.
+    #[doc(hidden)]
+    pub fn terminate_polls_for_test(&mut self) -> bool {
+        self.selector.terminate_polls()
+    }
+
+    /// Test introspection (io_uring): the ring's fd, the poll slots in use, how often the
+    /// overflow, re-arm and thread-change paths ran. `None` on other backends.
+    #[doc(hidden)]
+    #[cfg(target_os = "linux")]
+    pub fn uring_debug_info(&self) -> Option<crate::UringDebug> {
+        self.selector.uring_debug_info()
+    }
 }
 
 impl Drop for Driver {
@@ -233,6 +258,12 @@ impl ReactorHandle {
     /// The index of the worker that owns this reactor.
     pub fn index(&self) -> usize {
         self.inner.index
+    }
+
+    /// The backend this reactor was built on: `Epoll`, `Mio` or `IoUring`, never `Auto` (what
+    /// `Auto` chose, or epoll where io_uring was asked for and fell back).
+    pub fn backend(&self) -> Backend {
+        self.inner.backend
     }
 
     /// `true` if both handles point to the same reactor.

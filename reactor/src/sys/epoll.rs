@@ -53,6 +53,17 @@ fn interest_to_epoll(interest: Interest) -> u32 {
     bits as u32
 }
 
+/// The `poll(2)` events a registration with `interest` asks for (level; the io_uring backend's
+/// multishot polls report each change).
+pub(super) fn interest_to_poll(interest: Interest) -> u32 {
+    interest_to_epoll(interest) & !(libc::EPOLLET as u32)
+}
+
+/// What a `poll(2)` result mask means (the `EPOLL*` bits are the `POLL*` bits).
+pub(super) fn poll_to_ready(bits: u32) -> Ready {
+    epoll_to_ready(bits)
+}
+
 fn epoll_to_ready(bits: u32) -> Ready {
     let bits = bits as libc::c_int;
     let has = |b: libc::c_int| bits & b != 0;

@@ -24,9 +24,10 @@
 //!    [`Capabilities`] as `Selector::CAPABILITIES`. Whatever the capabilities do not promise,
 //!    the driver does not ask for:
 //!    - no `precise_timeouts`: timers may fire up to the backend's granularity late, never early;
-//!    - no `native_min_wait`: the window is built on `select` by [`crate::min_wait`] (a backend
-//!      that sets it also needs its batching wait wired into that module — not done yet, since
-//!      no backend has it);
+//!    - no `native_min_wait`: the window is built on `select` by [`crate::min_wait`]. A backend
+//!      that sets it provides a batching wait (`select_window`) and says at run time whether
+//!      the kernel has it (`native_window`); both are wired into [`crate::min_wait`] through
+//!      [`AnySelector`];
 //!    - no `remote_registration`: the backend cannot serve a multi-worker runtime, whose
 //!      threads register fds on each other's reactors;
 //!    - no `stealing`: idle workers leave this reactor's events to its owner.
@@ -35,8 +36,9 @@
 //! 4. The tests that run on each backend: the reactor's `tests/` and the integration tests'
 //!    list of backends (`integration/tests/common`).
 //!
-//! The contract reports *readiness*. A completion-based kernel interface (io_uring) meets it by
-//! reporting readiness too (poll requests), not completions of reads and writes.
+//! The contract reports *readiness*. A completion-based kernel interface (io_uring, in
+//! `uring/`) meets it by reporting readiness too (multishot poll requests), not completions of
+//! reads and writes.
 
 use std::io;
 use std::os::fd::RawFd;
@@ -44,9 +46,13 @@ use std::time::Duration;
 
 use crate::{Interest, Ready};
 
+pub(crate) mod choice;
 #[cfg(target_os = "linux")]
 mod epoll;
 mod mio;
+pub(crate) mod probe;
+#[cfg(target_os = "linux")]
+pub(crate) mod uring;
 
 /// The token reserved for the wake handle's events.
 pub(crate) const WAKE_TOKEN: u64 = u64::MAX;
@@ -146,6 +152,8 @@ pub(crate) enum AnyRegistry {
     #[cfg(target_os = "linux")]
     Epoll(epoll::Registry),
     Mio(mio::Registry),
+    #[cfg(target_os = "linux")]
+    IoUring(uring::Registry),
 }
 
 /// The owner's half of whichever backend a reactor was built with.
@@ -153,6 +161,9 @@ pub(crate) enum AnySelector {
     #[cfg(target_os = "linux")]
     Epoll(epoll::Selector),
     Mio(mio::Selector),
+    /// Boxed: the ring's state is large, and the enum is moved with its driver.
+    #[cfg(target_os = "linux")]
+    IoUring(Box<uring::Selector>),
 }
 
 /// Builds a backend: the selector and the shared registry (with its wake handle registered).
@@ -172,9 +183,15 @@ pub(crate) fn new(cfg: &SysConfig) -> io::Result<(AnySelector, AnyRegistry)> {
             let (s, r) = <mio::Selector as Selector>::new(cfg)?;
             Ok((AnySelector::Mio(s), AnyRegistry::Mio(r)))
         }
+        #[cfg(target_os = "linux")]
+        Backend::IoUring => {
+            let (s, r) = <uring::Selector as Selector>::new(cfg)?;
+            Ok((AnySelector::IoUring(Box::new(s)), AnyRegistry::IoUring(r)))
+        }
+        #[cfg(not(target_os = "linux"))]
         Backend::IoUring => Err(io::Error::new(
             io::ErrorKind::Unsupported,
-            "the io_uring backend is not available in this build",
+            "the io_uring backend exists only on Linux",
         )),
         Backend::Auto => new(&SysConfig {
             backend: Backend::default(),
@@ -189,6 +206,8 @@ impl AnyRegistry {
             #[cfg(target_os = "linux")]
             AnyRegistry::Epoll(r) => Registry::register(r, fd, token, interest),
             AnyRegistry::Mio(r) => Registry::register(r, fd, token, interest),
+            #[cfg(target_os = "linux")]
+            AnyRegistry::IoUring(r) => Registry::register(r, fd, token, interest),
         }
     }
 
@@ -197,6 +216,8 @@ impl AnyRegistry {
             #[cfg(target_os = "linux")]
             AnyRegistry::Epoll(r) => Registry::reregister(r, fd, token, interest),
             AnyRegistry::Mio(r) => Registry::reregister(r, fd, token, interest),
+            #[cfg(target_os = "linux")]
+            AnyRegistry::IoUring(r) => Registry::reregister(r, fd, token, interest),
         }
     }
 
@@ -205,6 +226,8 @@ impl AnyRegistry {
             #[cfg(target_os = "linux")]
             AnyRegistry::Epoll(r) => Registry::deregister(r, fd),
             AnyRegistry::Mio(r) => Registry::deregister(r, fd),
+            #[cfg(target_os = "linux")]
+            AnyRegistry::IoUring(r) => Registry::deregister(r, fd),
         }
     }
 
@@ -213,6 +236,8 @@ impl AnyRegistry {
             #[cfg(target_os = "linux")]
             AnyRegistry::Epoll(r) => Registry::wake(r),
             AnyRegistry::Mio(r) => Registry::wake(r),
+            #[cfg(target_os = "linux")]
+            AnyRegistry::IoUring(r) => Registry::wake(r),
         }
     }
 
@@ -221,6 +246,8 @@ impl AnyRegistry {
             #[cfg(target_os = "linux")]
             AnyRegistry::Epoll(r) => Registry::steal(r, out, max),
             AnyRegistry::Mio(r) => Registry::steal(r, out, max),
+            #[cfg(target_os = "linux")]
+            AnyRegistry::IoUring(r) => Registry::steal(r, out, max),
         }
     }
 
@@ -230,6 +257,17 @@ impl AnyRegistry {
             #[cfg(target_os = "linux")]
             AnyRegistry::Epoll(_) => <epoll::Selector as Selector>::CAPABILITIES,
             AnyRegistry::Mio(_) => <mio::Selector as Selector>::CAPABILITIES,
+            #[cfg(target_os = "linux")]
+            AnyRegistry::IoUring(_) => <uring::Selector as Selector>::CAPABILITIES,
+        }
+    }
+
+    /// The io_uring backend's registry, for the Linux-only controls of [`crate::os::linux`].
+    #[cfg(target_os = "linux")]
+    pub(crate) fn uring(&self) -> Option<&uring::Registry> {
+        match self {
+            AnyRegistry::IoUring(r) => Some(r),
+            _ => None,
         }
     }
 
@@ -239,7 +277,7 @@ impl AnyRegistry {
     pub(crate) fn epoll_fd(&self) -> Option<RawFd> {
         match self {
             AnyRegistry::Epoll(r) => Some(r.epoll_fd()),
-            AnyRegistry::Mio(_) => None,
+            AnyRegistry::Mio(_) | AnyRegistry::IoUring(_) => None,
         }
     }
 }
@@ -258,6 +296,10 @@ impl AnySelector {
                 Selector::select(s, r, out, max, timeout)
             }
             (AnySelector::Mio(s), AnyRegistry::Mio(r)) => Selector::select(s, r, out, max, timeout),
+            #[cfg(target_os = "linux")]
+            (AnySelector::IoUring(s), AnyRegistry::IoUring(r)) => {
+                Selector::select(&mut **s, r, out, max, timeout)
+            }
             #[allow(unreachable_patterns)]
             _ => unreachable!("selector and registry come from the same backend"),
         }
@@ -269,16 +311,78 @@ impl AnySelector {
             #[cfg(target_os = "linux")]
             AnySelector::Epoll(s) => Selector::precise(s),
             AnySelector::Mio(s) => Selector::precise(s),
+            #[cfg(target_os = "linux")]
+            AnySelector::IoUring(s) => Selector::precise(&**s),
+        }
+    }
+
+    /// `true` if the backend holds min_wait windows itself right now (io_uring on a kernel
+    /// with `IORING_FEAT_MIN_TIMEOUT`); then [`select_window`](Self::select_window) is the wait.
+    pub(crate) fn native_window(&self) -> bool {
+        match self {
+            #[cfg(target_os = "linux")]
+            AnySelector::IoUring(s) => s.native_window(),
+            _ => false,
+        }
+    }
+
+    /// A blocking wait whose min_wait `window` the kernel holds (see [`crate::min_wait`]).
+    /// Only called when [`native_window`](Self::native_window) is `true`.
+    pub(crate) fn select_window(
+        &mut self,
+        registry: &AnyRegistry,
+        out: &mut Vec<Event>,
+        max: usize,
+        timeout: Option<Duration>,
+        window: Duration,
+    ) -> io::Result<usize> {
+        match (self, registry) {
+            #[cfg(target_os = "linux")]
+            (AnySelector::IoUring(s), AnyRegistry::IoUring(r)) => {
+                s.select_window(r, out, max, timeout, window)
+            }
+            (s, r) => s.select(r, out, max, timeout),
+        }
+    }
+
+    /// Test hook (io_uring): makes the kernel end every armed poll, which must be re-armed.
+    /// `false` on other backends.
+    pub(crate) fn terminate_polls(&mut self) -> bool {
+        match self {
+            #[cfg(target_os = "linux")]
+            AnySelector::IoUring(s) => {
+                s.terminate_polls();
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Test introspection (io_uring): the ring's fd and the poll slots in use.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn uring_debug_info(&self) -> Option<uring::UringDebug> {
+        match self {
+            #[cfg(target_os = "linux")]
+            AnySelector::IoUring(s) => Some(s.debug_info()),
+            _ => None,
         }
     }
 }
 
-/// The driver builds every min_wait window on `select` ([`crate::min_wait`]); a backend with a
-/// native window needs its batching wait wired in there before it may claim one.
+/// The driver builds min_wait windows on `select` ([`crate::min_wait`]) except where the backend
+/// has a native window wired in through [`AnySelector::native_window`] and
+/// [`AnySelector::select_window`]: io_uring only.
 const _: () = {
     #[cfg(target_os = "linux")]
     assert!(!<epoll::Selector as Selector>::CAPABILITIES.native_min_wait);
     assert!(!<mio::Selector as Selector>::CAPABILITIES.native_min_wait);
+    #[cfg(target_os = "linux")]
+    assert!(<uring::Selector as Selector>::CAPABILITIES.native_min_wait);
+    // A ring has one issuer: its events cannot be stolen.
+    #[cfg(target_os = "linux")]
+    assert!(!<uring::Selector as Selector>::CAPABILITIES.stealing);
+    #[cfg(target_os = "linux")]
+    assert!(<uring::Selector as Selector>::CAPABILITIES.remote_registration);
     // Every runtime with several workers registers fds across reactors.
     #[cfg(target_os = "linux")]
     assert!(<epoll::Selector as Selector>::CAPABILITIES.remote_registration);
