@@ -15,6 +15,9 @@ use super::{Cell, Row, Srv};
 /// Accept calls per second above which the EMFILE case counts as a spin (a back-off makes a
 /// few per second; a spin makes hundreds of thousands).
 const SPIN_ACCEPTS_PER_S: f64 = 1_000.0;
+/// CPU use (% of one core) above which a server that is out of descriptors, with every
+/// accepted connection idle, counts as spinning (a spin uses a whole core; waiting, ~0).
+const SPIN_CPU_PCT: f64 = 50.0;
 
 pub(super) fn run(cell: &Cell, row: &mut Row) -> io::Result<()> {
     let p = cell.profile;
@@ -39,6 +42,7 @@ pub(super) fn run(cell: &Cell, row: &mut Row) -> io::Result<()> {
     ];
     for (name, n, case) in cases {
         row.fig(&format!("{name}_n"), n as f64);
+        row.requests += n;
         if let Err(e) = case(addr, n, row) {
             row.fail(format!("{name}: {e}"));
         }
@@ -266,6 +270,11 @@ fn emfile(cell: &Cell, row: &mut Row) -> io::Result<()> {
     row.check(rate <= SPIN_ACCEPTS_PER_S, || {
         format!(
             "accept spins while out of descriptors: {rate:.0} calls/s (bound {SPIN_ACCEPTS_PER_S})"
+        )
+    });
+    row.check(cpu <= SPIN_CPU_PCT, || {
+        format!(
+            "the server used {cpu:.0} % of a core while out of descriptors (bound {SPIN_CPU_PCT} %)"
         )
     });
     row.check(errors.is_empty(), || {

@@ -210,7 +210,7 @@ fn count_dir(path: String) -> io::Result<u64> {
 impl Srv {
     /// Starts `__soak_server --app APP` for `cell`, with `extra` flags.
     fn start(cell: &Cell, app: &str, extra: &[&str]) -> io::Result<Srv> {
-        let mut args: Vec<String> = [
+        let args: Vec<String> = [
             "--app",
             app,
             "--backend",
@@ -222,7 +222,6 @@ impl Srv {
         .chain(extra)
         .map(|s| s.to_string())
         .collect();
-        args.shrink_to_fit();
         let proc = ServerProc::spawn_mode("__soak_server", &[], &args)?;
         let addr = SocketAddr::from(([127, 0, 0, 1], proc.port));
         Ok(Srv { proc, addr })
@@ -407,16 +406,28 @@ fn fmt_bytes(b: u64) -> String {
     format!("{} MiB", fmt_num(b as f64 / (1 << 20) as f64))
 }
 
-/// Whether `backend` can build a runtime here; the reason if not.
-fn probe(backend: Backend) -> Result<(), String> {
-    match Builder::new_current_thread().backend(backend).build() {
+/// Whether a runtime of `backend` and the flavour can be built here; the reason if not.
+fn probe(backend: Backend, multi_thread: bool) -> Result<(), String> {
+    let mut b = if multi_thread {
+        let mut b = Builder::new_multi_thread();
+        b.workers(2);
+        b
+    } else {
+        Builder::new_current_thread()
+    };
+    match b.backend(backend).build() {
         Ok(rt) => {
             drop(rt);
             Ok(())
         }
         Err(e) => Err(format!(
-            "{} runtime cannot be built here: {e}",
-            backend.name()
+            "a {} {} runtime cannot be built here: {e}",
+            backend.name(),
+            if multi_thread {
+                "multi-thread"
+            } else {
+                "current-thread"
+            }
         )),
     }
 }
@@ -465,13 +476,18 @@ pub(crate) fn main(args: &[String]) -> ! {
     );
     let mut rows = Vec::new();
     for &backend in &opts.backends {
-        let available = probe(backend);
-        if let Err(why) = &available {
-            // io_uring may be refused by the kernel (io_uring_disabled, seccomp) or not built
-            // yet: that is a skip with its reason. The other backends must work.
-            eprintln!("weir-bench soak: {why}");
-        }
         for &multi_thread in &opts.flavors {
+            let available = probe(backend, multi_thread);
+            if let Err(why) = &available {
+                // io_uring may be refused by the kernel (io_uring_disabled, seccomp, an old
+                // kernel) or not be built yet: a skip with its reason. Other backends must work.
+                let what = if backend == Backend::IoUring {
+                    "skipping"
+                } else {
+                    "FAILING"
+                };
+                eprintln!("weir-bench soak: {why}; {what} its scenarios");
+            }
             let cell = Cell {
                 backend,
                 multi_thread,

@@ -489,3 +489,40 @@ fn control(attempts: &AttemptsFn) -> ! {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn flags() {
+        let c = parse(&args(
+            "--app serve --backend io_uring --flavor ct --header-timeout-ms 1500 --nofile-headroom 40",
+        ))
+        .unwrap();
+        assert_eq!(
+            (c.app, c.backend, c.multi_thread),
+            (App::Serve, Backend::IoUring, false)
+        );
+        assert_eq!(c.header_timeout, Duration::from_millis(1500));
+        assert_eq!(c.nofile_headroom, Some(40));
+        let d = parse(&[]).unwrap();
+        assert_eq!(
+            (d.app, d.backend, d.multi_thread),
+            (App::Hello, Backend::Epoll, true)
+        );
+        for bad in [
+            "--app ftp",
+            "--backend kqueue",
+            "--flavor x",
+            "--nofile-headroom -1",
+            "--app",
+        ] {
+            assert!(parse(&args(bad)).is_err(), "{bad}");
+        }
+    }
+}
