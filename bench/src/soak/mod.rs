@@ -244,10 +244,18 @@ impl Srv {
     /// state after `malloc_trim`.
     fn baseline(&mut self) -> io::Result<Snap> {
         let deadline = Instant::now() + SETTLE;
-        while self.snap(false)?.stat("live") > 0 && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
+        let mut last = self.snap(false)?;
+        // Until no connection is live and the descriptors stopped falling (the serve app
+        // does not count connections: its warm-up connections close on their own time).
+        loop {
+            std::thread::sleep(Duration::from_millis(50));
+            let s = self.snap(false)?;
+            let steady = s.stat("live") == 0 && s.fds >= last.fds;
+            last = s;
+            if steady || Instant::now() >= deadline {
+                return self.snap(true);
+            }
         }
-        self.snap(true)
     }
 
     /// Waits (up to [`SETTLE`]) until no connection is live and the descriptors and threads
@@ -613,6 +621,7 @@ fn write_results(opts: &Opts, rows: &[Row], args: &[String], wall: Duration) -> 
 fn pair(r: &Row, f: impl Fn(&Snap) -> String) -> String {
     match (&r.before, &r.after) {
         (Some(a), Some(b)) => format!("{} → {}", f(a), f(b)),
+        (Some(a), None) => format!("{} → –", f(a)),
         _ => "–".to_string(),
     }
 }

@@ -123,7 +123,7 @@ pub(super) fn run(cell: &Cell, row: &mut Row) -> io::Result<()> {
         format!("the server did not report a drained serve: {drained:?}")
     });
     row.note(format!(
-        "SIGTERM with {in_flight} requests in flight: {ok} answered, exit {} after {:.2} s (deadline {:.0} s); {probes_refused} of {probes} later connects refused, {probes_served} served",
+        "SIGTERM with {in_flight} requests in flight: {ok} answered, {} after {:.2} s (deadline {:.0} s); {probes_refused} of {probes} later connects refused, {probes_served} served",
         status.map_or("none (still running)".to_string(), |s| s.to_string()),
         drain.as_secs_f64(),
         drain_deadline.as_secs_f64()
