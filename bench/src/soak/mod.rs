@@ -429,13 +429,13 @@ fn probe(backend: Backend, multi_thread: bool) -> Result<(), String> {
             Ok(())
         }
         Err(e) => Err(format!(
-            "a {} {} runtime cannot be built here: {e}",
-            backend.name(),
+            "cannot build a {} runtime on {} here: {e}",
             if multi_thread {
                 "multi-thread"
             } else {
                 "current-thread"
-            }
+            },
+            backend.name()
         )),
     }
 }
