@@ -3,7 +3,7 @@
 //! the bytes the kernel took from it (nothing lost, nothing duplicated).
 
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::net::{Shutdown, SocketAddr};
 use std::time::{Duration, Instant};
 
 use super::{Cell, Row, Srv};
@@ -90,7 +90,7 @@ struct Pushed {
 /// with EAGAIN, then retried after 1 ms) or `cap` passed; then half-closes and reads back
 /// everything.
 fn push(addr: SocketAddr, budget: u64, cap: Duration) -> io::Result<Pushed> {
-    let mut s = TcpStream::connect(addr)?;
+    let mut s = super::client::connect(addr)?;
     s.set_nonblocking(true)?;
     let chunk = vec![b'b'; CHUNK];
     let (mut offered, mut accepted) = (0u64, 0u64);

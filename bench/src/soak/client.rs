@@ -39,9 +39,25 @@ pub(super) fn request(path: &str, close: bool) -> Vec<u8> {
     .into_bytes()
 }
 
+/// Connects to `addr`, waiting out a shortage of local ports: connections this process closed
+/// first sit in TIME_WAIT, and a storm of them can use up loopback's ephemeral ports for a
+/// moment (`EADDRNOTAVAIL`, a limit of the client, not a fault of the server).
+pub(super) fn connect(addr: SocketAddr) -> io::Result<TcpStream> {
+    let mut tries = 0;
+    loop {
+        match TcpStream::connect(addr) {
+            Err(e) if e.kind() == io::ErrorKind::AddrNotAvailable && tries < 200 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            other => return other,
+        }
+    }
+}
+
 impl Http {
     pub(super) fn connect(addr: SocketAddr) -> io::Result<Http> {
-        let stream = TcpStream::connect(addr)?;
+        let stream = connect(addr)?;
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(RESPONSE_TIMEOUT))?;
         Ok(Http {

@@ -4,7 +4,7 @@
 //! and threads must be back at baseline.
 
 use std::io::{self, Write};
-use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::net::{Shutdown, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -67,7 +67,7 @@ pub(super) fn run(cell: &Cell, row: &mut Row) -> io::Result<()> {
 fn reset_before_read(addr: SocketAddr, n: u64, _: &mut Row) -> io::Result<()> {
     let req = request("/", false);
     for _ in 0..n {
-        let mut s = TcpStream::connect(addr)?;
+        let mut s = super::client::connect(addr)?;
         set_linger_zero(&s)?;
         s.write_all(&req)?;
     }
@@ -165,7 +165,7 @@ fn oversized(addr: SocketAddr, n: u64, _: &mut Row) -> io::Result<()> {
 /// Connects and closes at once, half of them with a RST.
 fn storm(addr: SocketAddr, n: u64, _: &mut Row) -> io::Result<()> {
     for i in 0..n {
-        let s = TcpStream::connect(addr)?;
+        let s = super::client::connect(addr)?;
         if i % 2 == 0 {
             set_linger_zero(&s)?;
         }

@@ -3,7 +3,6 @@
 //! answered, no connection accepted after the signal, exit within the drain deadline.
 
 use std::io::{self, Write};
-use std::net::TcpStream;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
@@ -60,7 +59,7 @@ pub(super) fn run(cell: &Cell, row: &mut Row) -> io::Result<()> {
     let mut probes_refused = 0;
     let probes = 20;
     for _ in 0..probes {
-        match TcpStream::connect(addr) {
+        match super::client::connect(addr) {
             Err(_) => probes_refused += 1,
             Ok(mut s) => {
                 s.set_read_timeout(Some(Duration::from_secs(2)))?;

@@ -110,7 +110,7 @@ fn slow_clients(addr: SocketAddr, n: usize, deadline: Duration) -> io::Result<Sl
     let mut out = SlowOutcome::default();
     let mut open: Vec<(TcpStream, Instant)> = Vec::with_capacity(n);
     for _ in 0..n {
-        match TcpStream::connect(addr) {
+        match super::client::connect(addr) {
             Ok(s) => {
                 s.set_nonblocking(true)?;
                 open.push((s, Instant::now()));
