@@ -9,6 +9,9 @@
 //! runs in its own process and its CPU time, context switches and RSS can be read from /proc.
 //! The load generators run in the orchestrator's process on plain threads with epoll.
 //!
+//! `weir-bench soak [--profile short|long] …` runs the soak and fault suite instead (see
+//! `SOAK.md`); its servers are `weir-bench __soak_server …`.
+//!
 //! For profiling a server by hand, `weir-bench load --addr IP:PORT --rate R [--secs S]
 //! [--conns N] [--cpu C]` runs the open-loop HTTP generator alone against a running server
 //! (e.g. one started with `weir-bench __server --kind http …`, under `strace -c` or
@@ -22,6 +25,7 @@ mod procstat;
 mod report;
 mod scenarios;
 mod servers;
+mod soak;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -30,6 +34,8 @@ fn main() {
         Some("__pipes") => inproc::pipes_main(&args[2..]),
         Some("__timers") => inproc::timers_main(&args[2..]),
         Some("load") => load::cli(&args[2..]),
+        Some("soak") => soak::main(&args[2..]),
+        Some("__soak_server") => soak::server::main(&args[2..]),
         _ => scenarios::main(&args[1..]),
     }
 }

@@ -151,6 +151,15 @@ impl ServerProc {
     /// Starts `weir-bench __server ARGS`, prefixed by `wrapper` (e.g. `ip netns exec NS`) if
     /// not empty, and waits up to 10 s for its `READY` line.
     pub(crate) fn spawn(wrapper: &[String], args: &[String]) -> io::Result<ServerProc> {
+        ServerProc::spawn_mode("__server", wrapper, args)
+    }
+
+    /// [`spawn`](Self::spawn) for another server mode of this binary (`__soak_server`).
+    pub(crate) fn spawn_mode(
+        mode: &str,
+        wrapper: &[String],
+        args: &[String],
+    ) -> io::Result<ServerProc> {
         let exe = self_exe()?;
         let mut cmd = if let Some((first, rest)) = wrapper.split_first() {
             let mut c = Command::new(first);
@@ -159,7 +168,7 @@ impl ServerProc {
         } else {
             Command::new(&exe)
         };
-        cmd.arg("__server")
+        cmd.arg(mode)
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -187,7 +196,8 @@ impl ServerProc {
         Ok(proc)
     }
 
-    fn next_line(&mut self, timeout: Duration) -> io::Result<String> {
+    /// Waits up to `timeout` for the next line the server prints on stdout.
+    pub(crate) fn next_line(&mut self, timeout: Duration) -> io::Result<String> {
         match self.lines.recv_timeout(timeout) {
             Ok(l) => Ok(l),
             Err(mpsc::RecvTimeoutError::Timeout) => Err(io::Error::new(
@@ -205,18 +215,41 @@ impl ServerProc {
 
     /// Asks for the server's own counters (`stats`).
     pub(crate) fn stats(&mut self) -> io::Result<BTreeMap<String, f64>> {
+        self.command("stats")
+    }
+
+    /// Sends `cmd` (`stats`, `trim`) and parses the `STATS` answer.
+    pub(crate) fn command(&mut self, cmd: &str) -> io::Result<BTreeMap<String, f64>> {
         let stdin = self
             .stdin
             .as_mut()
             .ok_or_else(|| io::Error::other("server stdin closed"))?;
-        stdin.write_all(b"stats\n")?;
+        stdin.write_all(cmd.as_bytes())?;
+        stdin.write_all(b"\n")?;
         stdin.flush()?;
         let line = self.next_line(Duration::from_secs(5))?;
         let json = line
             .strip_prefix("STATS ")
             .ok_or_else(|| io::Error::other(format!("server said {line:?}, expected STATS")))?;
-        let map: BTreeMap<String, f64> = serde_json::from_str(json).map_err(io::Error::other)?;
-        Ok(map)
+        serde_json::from_str(json).map_err(io::Error::other)
+    }
+
+    /// Waits up to `timeout` for the process to exit on its own (its stdin stays open);
+    /// `None` if it has not.
+    pub(crate) fn wait_exit(
+        &mut self,
+        timeout: Duration,
+    ) -> io::Result<Option<std::process::ExitStatus>> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(st) = self.child.try_wait()? {
+                return Ok(Some(st));
+            }
+            if Instant::now() >= deadline {
+                return Ok(None);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     /// Reads the server's /proc counters.
