@@ -228,8 +228,10 @@ impl Builder {
             compat,
             name: self.name.clone(),
             hooks: self.hooks.clone(),
+            // The backend the workers got; a reactor that cannot be built on it falls back.
             block_on_reactor: (!current).then_some(weir_reactor::DriverConfig {
-                backend: self.backend,
+                backend: built,
+                backend_strict: false,
                 min_wait: weir_reactor::MinWait::Off,
                 max_events: 64,
                 epoll_pwait2: self.epoll_pwait2,
