@@ -150,36 +150,7 @@ impl super::Registry for Registry {
     /// Edge-triggered: every write is a new edge, so the counter is never read back on the hot
     /// path. Only when it is about to overflow (`EAGAIN`, after 2^64-2 wakes) is it drained.
     fn wake(&self) -> io::Result<()> {
-        let one: u64 = 1;
-        loop {
-            // SAFETY: writes 8 bytes from a live u64 to the eventfd owned by `self`.
-            let n = unsafe {
-                libc::write(
-                    self.eventfd.as_raw_fd(),
-                    (&one as *const u64).cast(),
-                    std::mem::size_of::<u64>(),
-                )
-            };
-            if n >= 0 {
-                return Ok(());
-            }
-            let err = io::Error::last_os_error();
-            match err.kind() {
-                io::ErrorKind::Interrupted => continue,
-                io::ErrorKind::WouldBlock => {
-                    let mut drain: u64 = 0;
-                    // SAFETY: reads 8 bytes into a live u64 from the eventfd owned by `self`.
-                    unsafe {
-                        libc::read(
-                            self.eventfd.as_raw_fd(),
-                            (&mut drain as *mut u64).cast(),
-                            std::mem::size_of::<u64>(),
-                        )
-                    };
-                }
-                _ => return Err(err),
-            }
-        }
+        super::signal_eventfd(std::os::fd::AsFd::as_fd(&self.eventfd))
     }
 }
 

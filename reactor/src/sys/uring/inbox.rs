@@ -162,3 +162,18 @@ mod loom_tests {
         });
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocked_flag_is_clear_when_idle() {
+        let inbox: Inbox<u32> = Inbox::new();
+        assert!(!inbox.is_blocked());
+        assert!(
+            !inbox.push(1),
+            "a push while the owner runs needs no wake-up"
+        );
+    }
+}
