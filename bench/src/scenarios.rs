@@ -220,6 +220,11 @@ const WEIR_URING: Contender = c(
     "weir, default config (2 workers) on the io_uring backend",
     &["--rt", "weir", "--backend", "io_uring"],
 );
+const WEIR_URING_RECV: Contender = c(
+    "weir-uring-recv",
+    "weir, default config (2 workers) on the io_uring backend with the receive fast path",
+    &["--rt", "weir", "--backend", "io_uring", "--uring-recv"],
+);
 const TOKIO_MT: Contender = c(
     "tokio-mt",
     "tokio multi-thread (2 workers)",

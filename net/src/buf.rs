@@ -80,7 +80,12 @@ macro_rules! stream_buf_methods {
             self.io
                 .registration()
                 .try_io(::weir_reactor::Interest::READABLE, || {
-                    $crate::buf::recv_buf_mut(buf, |spare| Ok((sock.recv(spare)?, ())))
+                    $crate::buf::recv_buf_mut(buf, |spare| {
+                        let n = $crate::io::read_ahead_or_uninit(&self.io, spare, true, |b| {
+                            sock.recv(b)
+                        })?;
+                        Ok((n, ()))
+                    })
                 })
                 .map(|(n, ())| n)
         }

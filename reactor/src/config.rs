@@ -39,6 +39,14 @@ pub struct DriverConfig {
     pub pausable_clock: bool,
     /// Start with the clock paused; needs `pausable_clock`.
     pub start_paused: bool,
+    /// io_uring only: the receive fast path. Stream sockets registered with
+    /// [`Registration::new_stream`](crate::Registration::new_stream) get a multishot receive
+    /// into a per-reactor ring of provided buffers instead of a read-readiness poll; the owner
+    /// copies what arrives into the stream's bounded read-ahead queue
+    /// ([`ReadAhead`](crate::io::ReadAhead)), where reads find it without a syscall. Off by
+    /// default. If the kernel refuses the buffer ring, the reactor warns once and polls as
+    /// usual.
+    pub recv_multishot: bool,
 }
 
 impl Default for DriverConfig {
@@ -53,6 +61,7 @@ impl Default for DriverConfig {
             timer_spin: DEFAULT_TIMER_SPIN,
             pausable_clock: false,
             start_paused: false,
+            recv_multishot: false,
         }
     }
 }
@@ -88,6 +97,7 @@ impl DriverConfig {
             backend: self.backend,
             epoll_pwait2: self.epoll_pwait2,
             max_events: self.max_events,
+            recv_multishot: self.recv_multishot,
         }
     }
 }

@@ -458,3 +458,171 @@ fn a_dropped_driver_releases_the_files_its_polls_held() {
     assert_eq!(b.read(&mut buf).unwrap(), 0);
     drop(reg);
 }
+
+// The receive fast path: a stream socket's bytes received into its read-ahead queue.
+
+fn recv_driver() -> Driver {
+    Driver::new(&DriverConfig {
+        backend: Backend::IoUring,
+        recv_multishot: true,
+        ..DriverConfig::default()
+    })
+    .unwrap()
+}
+
+/// Everything queued in the read-ahead of `reg` (without waiting).
+fn drain_read_ahead(reg: &Registration) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let mut buf = [0u8; 8192];
+        match reg.take_read_ahead(true, |a, b| {
+            weir_reactor::io::read_ahead::copy_into(&mut buf, a, b)
+        }) {
+            Some(Ok(0)) => return out,
+            Some(Ok(n)) => out.extend_from_slice(&buf[..n]),
+            Some(Err(e)) if e.kind() == std::io::ErrorKind::WouldBlock => return out,
+            other => panic!("unexpected read-ahead result {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn recv_fast_path_queues_bytes_and_the_end_of_stream() {
+    need_uring!("recv_fast_path_queues_bytes_and_the_end_of_stream");
+    let mut d = recv_driver();
+    let (a, mut b) = UnixStream::pair().unwrap();
+    a.set_nonblocking(true).unwrap();
+    let reg = Registration::with_handle_stream(
+        a.as_raw_fd(),
+        Interest::READABLE | Interest::WRITABLE,
+        d.handle(),
+    )
+    .unwrap();
+    assert!(reg.read_ahead().is_some(), "the fast path is on");
+    d.poll().unwrap();
+    b.write_all(b"hello").unwrap();
+    assert!(poll_until(&mut d, 100, || readable(&reg)));
+    assert_eq!(reg.read_ahead().unwrap().buffered(), 5);
+    // A peek leaves the bytes; a read takes them, without touching the socket.
+    let mut peek = [0u8; 2];
+    let n = reg
+        .take_read_ahead(false, |x, y| {
+            weir_reactor::io::read_ahead::copy_into(&mut peek, x, y)
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(&peek[..n], b"he");
+    assert_eq!(drain_read_ahead(&reg), b"hello");
+    drop(b);
+    assert!(poll_until(&mut d, 100, || reg
+        .ready_now(Interest::READABLE)
+        .ready()
+        .is_read_closed()));
+    let r = reg.take_read_ahead(true, |_, _| 0).unwrap();
+    assert_eq!(r.unwrap(), 0, "end of stream after the bytes");
+}
+
+#[test]
+fn recv_fast_path_is_rearmed_when_the_kernel_ends_it() {
+    need_uring!("recv_fast_path_is_rearmed_when_the_kernel_ends_it");
+    let mut d = recv_driver();
+    let (a, mut b) = UnixStream::pair().unwrap();
+    a.set_nonblocking(true).unwrap();
+    let reg =
+        Registration::with_handle_stream(a.as_raw_fd(), Interest::READABLE, d.handle()).unwrap();
+    d.poll().unwrap();
+    for round in 0..3u8 {
+        let rearms = d.uring_debug_info().unwrap().rearms;
+        assert!(d.terminate_polls_for_test());
+        for _ in 0..3 {
+            d.poll().unwrap();
+        }
+        assert!(
+            d.uring_debug_info().unwrap().rearms >= rearms + 2,
+            "poll and receive re-armed, round {round}"
+        );
+        b.write_all(&[round; 3]).unwrap();
+        assert!(poll_until(&mut d, 100, || reg
+            .read_ahead()
+            .unwrap()
+            .buffered()
+            == 3));
+        assert_eq!(drain_read_ahead(&reg), [round; 3]);
+    }
+}
+
+#[test]
+fn recv_fast_path_pauses_at_high_water_and_resumes_in_order() {
+    need_uring!("recv_fast_path_pauses_at_high_water_and_resumes_in_order");
+    let mut d = recv_driver();
+    let (a, b) = UnixStream::pair().unwrap();
+    a.set_nonblocking(true).unwrap();
+    let reg =
+        Registration::with_handle_stream(a.as_raw_fd(), Interest::READABLE, d.handle()).unwrap();
+    d.poll().unwrap();
+    const TOTAL: usize = 1 << 20;
+    let writer = thread::spawn(move || {
+        let mut b = b;
+        let data: Vec<u8> = (0..TOTAL).map(|i| (i % 251) as u8).collect();
+        b.write_all(&data).unwrap();
+    });
+    let high = weir_reactor::io::read_ahead::HIGH_WATER;
+    let mut got = Vec::with_capacity(TOTAL);
+    let mut max_queued = 0;
+    while got.len() < TOTAL {
+        d.park(Some(Duration::from_millis(50))).unwrap();
+        max_queued = max_queued.max(reg.read_ahead().unwrap().buffered());
+        got.extend(drain_read_ahead(&reg));
+    }
+    writer.join().unwrap();
+    assert!(
+        got.iter().enumerate().all(|(i, &x)| x == (i % 251) as u8),
+        "bytes in order"
+    );
+    // Bounded: at most the high-water mark plus what the buffers held when it was reached.
+    assert!(
+        max_queued <= high + 256 * 4096,
+        "read-ahead grew to {max_queued}"
+    );
+}
+
+#[test]
+fn recv_fast_path_survives_deregistration_and_a_moved_driver() {
+    need_uring!("recv_fast_path_survives_deregistration_and_a_moved_driver");
+    let mut d = recv_driver();
+    // Data in flight when the registration goes away: the slots settle, nothing leaks.
+    for _ in 0..20 {
+        let (a, mut b) = UnixStream::pair().unwrap();
+        a.set_nonblocking(true).unwrap();
+        let reg = Registration::with_handle_stream(a.as_raw_fd(), Interest::READABLE, d.handle())
+            .unwrap();
+        d.poll().unwrap();
+        b.write_all(&[1; 100]).unwrap();
+        reg.deregister(a.as_raw_fd()).unwrap();
+        drop(reg);
+        d.poll().unwrap();
+    }
+    assert!(settles_at(&mut d, 0));
+    // A driver moved to another thread rebuilds its ring and keeps receiving.
+    let (a, mut b) = UnixStream::pair().unwrap();
+    a.set_nonblocking(true).unwrap();
+    let reg =
+        Registration::with_handle_stream(a.as_raw_fd(), Interest::READABLE, d.handle()).unwrap();
+    d.poll().unwrap();
+    let (d, reg) = thread::spawn(move || {
+        let mut d = d;
+        d.poll().unwrap();
+        b.write_all(b"moved").unwrap();
+        assert!(poll_until(&mut d, 100, || reg
+            .read_ahead()
+            .unwrap()
+            .buffered()
+            == 5));
+        assert_eq!(drain_read_ahead(&reg), b"moved");
+        (d, reg)
+    })
+    .join()
+    .unwrap();
+    assert_eq!(d.uring_debug_info().unwrap().migrations, 1);
+    drop((reg, a));
+}

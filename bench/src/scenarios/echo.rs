@@ -5,14 +5,24 @@ use serde_json::json;
 
 use super::measuring::{Measured, add_costs, measure, start_server};
 use super::{
-    Bound, Ctx, RAW, SPIN, TOKIO_CT, TOKIO_MT, WEIR, WEIR_CT, WEIR_SHARDED, med, metric,
-    ratio_claim, run_rounds, scenario,
+    Bound, Ctx, RAW, SPIN, TOKIO_CT, TOKIO_MT, WEIR, WEIR_CT, WEIR_SHARDED, WEIR_URING,
+    WEIR_URING_RECV, med, metric, ratio_claim, run_rounds, scenario,
 };
 use crate::load;
 use crate::model::{PlotSpec, ScenarioResult};
 
 pub(super) fn echo(ctx: &mut Ctx) -> ScenarioResult {
-    let contenders = [WEIR, WEIR_SHARDED, WEIR_CT, TOKIO_MT, TOKIO_CT, RAW, SPIN];
+    let contenders = [
+        WEIR,
+        WEIR_SHARDED,
+        WEIR_CT,
+        WEIR_URING,
+        WEIR_URING_RECV,
+        TOKIO_MT,
+        TOKIO_CT,
+        RAW,
+        SPIN,
+    ];
     let cases = ["64 B", "1 KiB"];
     let conns = 100;
     let t = ctx.timing(300, 1500);

@@ -9,14 +9,21 @@ use serde_json::json;
 use super::measuring::{Measured, add_costs, measure, start_server};
 use super::wrk::{WrkResult, have_wrk, run_wrk};
 use super::{
-    Bound, Ctx, TOKIO_CT, TOKIO_MT, WEIR, WEIR_SHARDED, WEIR_URING, metric, ratio_claim,
-    run_rounds, scenario,
+    Bound, Ctx, TOKIO_CT, TOKIO_MT, WEIR, WEIR_SHARDED, WEIR_URING, WEIR_URING_RECV, metric,
+    ratio_claim, run_rounds, scenario,
 };
 use crate::load::Phase;
 use crate::model::{PlotSpec, ScenarioResult};
 
 pub(super) fn http(ctx: &mut Ctx) -> ScenarioResult {
-    let contenders = [WEIR, WEIR_SHARDED, WEIR_URING, TOKIO_MT, TOKIO_CT];
+    let contenders = [
+        WEIR,
+        WEIR_SHARDED,
+        WEIR_URING,
+        WEIR_URING_RECV,
+        TOKIO_MT,
+        TOKIO_CT,
+    ];
     let cases = ["keep-alive c64", "keep-alive c256", "close c64"];
     let secs = if ctx.opts.quick { 1 } else { 2 };
     let mut sc = scenario(

@@ -96,6 +96,33 @@ const WEIR_URING_ADAPTIVE: Contender = c(
         "200",
     ],
 );
+const WEIR_URING_RECV: Contender = c(
+    "weir-uring-recv",
+    "weir, 1 worker, io_uring backend with the receive fast path (multishot recv into provided \
+     buffers), min_wait off",
+    &[
+        "--rt",
+        "weir",
+        "--backend",
+        "io_uring",
+        "--uring-recv",
+        "--min-wait-us",
+        "0",
+    ],
+);
+const WEIR_URING_RECV_MW200: Contender = c(
+    "weir-uring-recv-mw200",
+    "weir, 1 worker, io_uring backend with the receive fast path, min_wait 200 µs",
+    &[
+        "--rt",
+        "weir",
+        "--backend",
+        "io_uring",
+        "--uring-recv",
+        "--min-wait-us",
+        "200",
+    ],
+);
 const WEIR_BARE: Contender = c(
     "weir-bare",
     "weir, 1 worker, default configuration, HTTP answered without hyper (a task per connection)",
@@ -146,6 +173,8 @@ pub(super) fn pinned(ctx: &mut Ctx) -> ScenarioResult {
         WEIR_URING,
         WEIR_URING_MW200,
         WEIR_URING_ADAPTIVE,
+        WEIR_URING_RECV,
+        WEIR_URING_RECV_MW200,
         TOKIO_BARE,
         WEIR_BARE,
         RAW,

@@ -15,6 +15,7 @@
 //!   --kernel-busy-poll U,B,P        EPIOCSPARAMS usecs, budget, prefer (0/1)
 //!   --sharded                       weir::net::ShardedListener instead of one TcpListener
 //!   --pin                           pin worker i to allowed CPU i (mt only)
+//!   --uring-recv                    io_uring receive fast path (multishot recv into provided buffers)
 //!   --backend epoll|mio|io_uring|auto   the reactor backend (default: the runtime's); io_uring
 //!                                   is strict: the server fails rather than run on epoll
 //! weir, raw-epoll and raw-uring:
@@ -101,6 +102,8 @@ struct WeirOpts {
     pin: bool,
     /// `--backend`.
     backend: Option<weir::runtime::Backend>,
+    /// `--uring-recv`: io_uring's receive fast path.
+    uring_recv: bool,
 }
 
 /// The parsed command line of `__server`.
@@ -142,7 +145,7 @@ pub(crate) fn main(args: &[String]) -> ! {
 const USAGE: &str = "usage: weir-bench __server [--kind echo|http|bare-http] \
 [--rt weir|tokio|raw-epoll|raw-uring|busy-loop] [--flavor mt|ct] [--workers N] [--addr IP:PORT] [--cpu N] \
 [--min-wait-us N | --min-wait-adaptive-us N] [--busy-poll-us N] [--kernel-busy-poll U,B,P] \
-[--sharded] [--pin] [--backend epoll|mio|io_uring|auto]";
+[--sharded] [--pin] [--uring-recv] [--backend epoll|mio|io_uring|auto]";
 
 /// Prints `msg` and the usage line on stderr and exits with status 2.
 fn usage_error(msg: &str) -> ! {
@@ -209,7 +212,7 @@ fn parse(args: &[String]) -> Result<Config, String> {
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let flag = flag.as_str();
-        const FLAGS: [&str; 14] = [
+        const FLAGS: [&str; 15] = [
             "--kind",
             "--rt",
             "--flavor",
@@ -222,6 +225,7 @@ fn parse(args: &[String]) -> Result<Config, String> {
             "--kernel-busy-poll",
             "--sharded",
             "--pin",
+            "--uring-recv",
             "--backend",
             "--help",
         ];
@@ -244,6 +248,11 @@ fn parse(args: &[String]) -> Result<Config, String> {
             }
             "--pin" => {
                 weir.pin = true;
+                weir_only.push(flag);
+                continue;
+            }
+            "--uring-recv" => {
+                weir.uring_recv = true;
                 weir_only.push(flag);
                 continue;
             }

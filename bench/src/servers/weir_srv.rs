@@ -40,6 +40,9 @@ pub(super) fn run(cfg: &Config) -> ! {
             .backend(backend)
             .backend_strict(backend == weir::runtime::Backend::IoUring);
     }
+    if cfg.weir.uring_recv {
+        builder.io_uring_recv_multishot(true);
+    }
     if let Some(d) = cfg.weir.busy_poll {
         builder.busy_poll(d);
     }

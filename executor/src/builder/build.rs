@@ -11,6 +11,7 @@ use weir_reactor::{Backend, Driver, MinWait};
 
 use super::{
     BACKEND_ENV, Builder, MAX_BUSY_POLL, MAX_MIN_WAIT, MAX_TIMER_SPIN, MAX_WORKERS, MIN_STACK_SIZE,
+    RECV_MULTISHOT_ENV,
 };
 use crate::blocking;
 use crate::compat::CompatRuntime;
@@ -159,6 +160,34 @@ impl Builder {
         }
     }
 
+    /// io_uring's receive fast path: [`Builder::io_uring_recv_multishot`], else
+    /// `WEIR_URING_RECV_MULTISHOT` (`1` or `0`), else off.
+    fn requested_recv_multishot(&self) -> io::Result<bool> {
+        if let Some(on) = self.recv_multishot {
+            return Ok(on);
+        }
+        match std::env::var(RECV_MULTISHOT_ENV) {
+            Err(std::env::VarError::NotPresent) => Ok(false),
+            Ok(v) if v == "1" => Ok(true),
+            Ok(v) if v == "0" || v.is_empty() => Ok(false),
+            Ok(v) => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "invalid weir runtime configuration: {RECV_MULTISHOT_ENV} = {v:?}: \
+                     accepted values: 1, 0"
+                ),
+            )),
+            Err(std::env::VarError::NotUnicode(v)) => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "invalid weir runtime configuration: {RECV_MULTISHOT_ENV} = {:?}: \
+                     accepted values: 1, 0",
+                    v.to_string_lossy()
+                ),
+            )),
+        }
+    }
+
     /// Builds the runtime: one reactor per worker, then (multi-thread) the worker threads.
     ///
     /// # Errors
@@ -170,6 +199,7 @@ impl Builder {
     pub fn build(&mut self) -> io::Result<Runtime> {
         let workers = self.validate()?;
         let (backend, strict) = self.requested_backend()?;
+        let recv_multishot = self.requested_recv_multishot()?;
         let driver = |index, backend, backend_strict| {
             Driver::new(&weir_reactor::DriverConfig {
                 backend,
@@ -181,6 +211,7 @@ impl Builder {
                 timer_spin: self.timer_spin,
                 pausable_clock: current_flavor(self.flavor),
                 start_paused: self.start_paused,
+                recv_multishot,
             })
         };
         // The first reactor resolves `Auto` and the fallback; the others get the backend it
@@ -239,6 +270,7 @@ impl Builder {
                 timer_spin: self.timer_spin,
                 pausable_clock: false,
                 start_paused: false,
+                recv_multishot,
             }),
         };
         let (shared, cores) = Shared::new(config, drivers, pool, current);

@@ -20,6 +20,10 @@ use crate::config::Hooks;
 /// build with `InvalidInput`.
 pub const BACKEND_ENV: &str = "WEIR_BACKEND";
 
+/// The environment variable that turns io_uring's receive fast path on (`1`) or off (`0`) when
+/// [`Builder::io_uring_recv_multishot`] was not called.
+pub const RECV_MULTISHOT_ENV: &str = "WEIR_URING_RECV_MULTISHOT";
+
 // The limits are shared with `#[weir::main]`, which checks its arguments against them.
 pub use weir_config::{MAX_BUSY_POLL, MAX_MIN_WAIT, MAX_TIMER_SPIN, MAX_WORKERS, MIN_STACK_SIZE};
 
@@ -47,6 +51,8 @@ pub struct Builder {
     /// Set by [`Builder::backend`]; `None`: `WEIR_BACKEND`, else the default.
     backend: Option<Backend>,
     backend_strict: bool,
+    /// Set by [`Builder::io_uring_recv_multishot`]; `None`: `WEIR_URING_RECV_MULTISHOT`.
+    recv_multishot: Option<bool>,
     thread_name: String,
     thread_stack_size: Option<usize>,
     event_interval: u32,
@@ -75,6 +81,7 @@ impl Builder {
             busy_poll: Duration::ZERO,
             backend: None,
             backend_strict: false,
+            recv_multishot: None,
             thread_name: "weir".to_string(),
             thread_stack_size: None,
             event_interval: 61,
@@ -173,6 +180,31 @@ impl Builder {
     /// `Backend::Auto` chooses and never fails for want of io_uring.
     pub fn backend_strict(&mut self, strict: bool) -> &mut Builder {
         self.backend_strict = strict;
+        self
+    }
+
+    /// On the io_uring backend, receives the bytes of TCP and Unix streams with a multishot
+    /// receive into a ring of provided buffers, instead of polling the streams for read
+    /// readiness and reading them with `recv(2)` (default: off, or what
+    /// [`RECV_MULTISHOT_ENV`] (`WEIR_URING_RECV_MULTISHOT`) says: `1` on, `0` off). No effect on
+    /// the other backends.
+    ///
+    /// With it on, each worker keeps 256 buffers of 4 KiB for its ring; the worker copies every
+    /// completion's bytes into the stream's read-ahead queue (at most 64 KiB per stream; past
+    /// that it stops receiving until a reader drains the queue, so flow control still reaches
+    /// the peer) and gives the buffer back at once. Reads then take the bytes without a
+    /// syscall. What changes for you:
+    /// - `peek` sees the read-ahead bytes first, then waits as usual;
+    /// - `into_std` fails with `InvalidData`, naming how many bytes would be lost, when bytes
+    ///   were received ahead and not read (the stream is closed with the error); with none
+    ///   pending it hands over the socket as usual;
+    /// - reading the fd yourself (`as_raw_fd`) misses what was already received ahead.
+    ///
+    /// The benchmarks measure it against plain readiness on the same ring (see the project's
+    /// benchmark report); it is off by default because it did not win there. If the kernel
+    /// refuses the buffer ring, the runtime warns once and polls as usual.
+    pub fn io_uring_recv_multishot(&mut self, on: bool) -> &mut Builder {
+        self.recv_multishot = Some(on);
         self
     }
 
@@ -411,6 +443,7 @@ impl fmt::Debug for Builder {
             .field("busy_poll", &self.busy_poll)
             .field("backend", &self.backend)
             .field("backend_strict", &self.backend_strict)
+            .field("recv_multishot", &self.recv_multishot)
             .field("thread_name", &self.thread_name)
             .field("event_interval", &self.event_interval)
             .field("global_queue_interval", &self.global_queue_interval)

@@ -9,6 +9,7 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::task::{Context, Poll};
 
 use socket2::SockRef;
+use weir_reactor::io::read_ahead::copy_into;
 use weir_reactor::{AsyncFd, Direction, Interest};
 
 /// `send(2)` with `MSG_NOSIGNAL`.
@@ -21,14 +22,86 @@ fn send_vectored<S: AsFd>(sock: &S, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
     SockRef::from(sock).send_vectored_with_flags(bufs, libc::MSG_NOSIGNAL)
 }
 
+/// Reads into `dst` from the bytes the reactor received ahead for `io` (consuming them, or
+/// peeking), or with `sys` when `io` has none (see `Registration::take_read_ahead`).
+pub(crate) fn read_ahead_or<S: AsRawFd>(
+    io: &AsyncFd<S>,
+    dst: &mut [u8],
+    consume: bool,
+    sys: impl FnOnce(&mut [u8]) -> io::Result<usize>,
+) -> io::Result<usize> {
+    match io
+        .registration()
+        .take_read_ahead(consume, |a, b| copy_into(dst, a, b))
+    {
+        Some(r) => r,
+        None => sys(dst),
+    }
+}
+
+/// [`read_ahead_or`] into possibly uninitialised memory; only initialised bytes are written.
+#[cfg(any(feature = "tokio-io", feature = "hyper"))]
+pub(crate) fn read_ahead_or_uninit<S: AsRawFd>(
+    io: &AsyncFd<S>,
+    dst: &mut [MaybeUninit<u8>],
+    consume: bool,
+    sys: impl FnOnce(&mut [MaybeUninit<u8>]) -> io::Result<usize>,
+) -> io::Result<usize> {
+    let copy = |dst: &mut [MaybeUninit<u8>], a: &[u8], b: &[u8]| {
+        let n1 = a.len().min(dst.len());
+        dst[..n1].write_copy_of_slice(&a[..n1]);
+        let n2 = b.len().min(dst.len() - n1);
+        dst[n1..n1 + n2].write_copy_of_slice(&b[..n2]);
+        n1 + n2
+    };
+    match io
+        .registration()
+        .take_read_ahead(consume, |a, b| copy(dst, a, b))
+    {
+        Some(r) => r,
+        None => sys(dst),
+    }
+}
+
+/// [`read_ahead_or`] into several buffers, in order.
+fn read_ahead_or_vectored<S: AsRawFd>(
+    io: &AsyncFd<S>,
+    bufs: &mut [IoSliceMut<'_>],
+    sys: impl FnOnce(&mut [IoSliceMut<'_>]) -> io::Result<usize>,
+) -> io::Result<usize> {
+    let copy = |bufs: &mut [IoSliceMut<'_>], a: &[u8], b: &[u8]| {
+        let (mut a, mut b) = (a, b);
+        let mut n = 0;
+        for buf in bufs.iter_mut() {
+            let k = copy_into(buf, a, b);
+            n += k;
+            let from_a = k.min(a.len());
+            a = &a[from_a..];
+            b = &b[k - from_a..];
+            if a.is_empty() && b.is_empty() {
+                break;
+            }
+        }
+        n
+    };
+    match io
+        .registration()
+        .take_read_ahead(true, |a, b| copy(bufs, a, b))
+    {
+        Some(r) => r,
+        None => sys(bufs),
+    }
+}
+
 /// Reads if `io` is known to be readable (`read(2)`).
 pub(crate) fn try_read<S: AsRawFd>(io: &AsyncFd<S>, buf: &mut [u8]) -> io::Result<usize>
 where
     for<'a> &'a S: Read,
 {
     let mut sock = io.get_ref();
-    io.registration()
-        .try_io(Interest::READABLE, || sock.read(buf))
+    io.registration().try_io(Interest::READABLE, || {
+        read_ahead_or(io, buf, true, |b| sock.read(b))
+    })
 }
 
 /// Reads (`readv(2)`) if `io` is known to be readable.
@@ -40,8 +113,9 @@ where
     for<'a> &'a S: Read,
 {
     let mut sock = io.get_ref();
-    io.registration()
-        .try_io(Interest::READABLE, || sock.read_vectored(bufs))
+    io.registration().try_io(Interest::READABLE, || {
+        read_ahead_or_vectored(io, bufs, |b| sock.read_vectored(b))
+    })
 }
 
 /// Writes (`send(2)`, `MSG_NOSIGNAL`) if `io` is known to be writable.
@@ -71,7 +145,9 @@ where
     let mut sock = io.get_ref();
     let len = buf.len();
     io.registration()
-        .poll_stream_io(cx, Direction::Read, len, || sock.read(buf))
+        .poll_stream_io(cx, Direction::Read, len, || {
+            read_ahead_or(io, buf, true, |b| sock.read(b))
+        })
 }
 
 /// `readv(2)` once `io` is readable.
@@ -86,7 +162,9 @@ where
     let mut sock = io.get_ref();
     let len = bufs.iter().map(|b| b.len()).sum();
     io.registration()
-        .poll_stream_io(cx, Direction::Read, len, || sock.read_vectored(bufs))
+        .poll_stream_io(cx, Direction::Read, len, || {
+            read_ahead_or_vectored(io, bufs, |b| sock.read_vectored(b))
+        })
 }
 
 /// `recv(2)` into possibly uninitialised memory once `io` is readable; the kernel initialises
@@ -100,7 +178,9 @@ pub(crate) fn poll_read_uninit<S: AsRawFd + AsFd>(
     let sock = SockRef::from(io.get_ref());
     let len = buf.len();
     io.registration()
-        .poll_stream_io(cx, Direction::Read, len, || sock.recv(buf))
+        .poll_stream_io(cx, Direction::Read, len, || {
+            read_ahead_or_uninit(io, buf, true, |b| sock.recv(b))
+        })
 }
 
 /// `send(2)` (`MSG_NOSIGNAL`) once `io` is writable.

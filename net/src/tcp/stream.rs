@@ -86,7 +86,13 @@ impl TcpStream {
             Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
             Err(e) => return Err(e),
         }
-        let stream = TcpStream::register(std::net::TcpStream::from(socket), None)?;
+        // Registered for readiness only, never for io_uring's read-ahead: a receive armed on a
+        // connecting socket would take the handshake's error (`SO_ERROR`) checked below.
+        let io = AsyncFd::with_interest(
+            std::net::TcpStream::from(socket),
+            Interest::READABLE | Interest::WRITABLE,
+        )?;
+        let stream = TcpStream { io };
         // Writable (or error/hang-up) once the handshake has finished either way.
         stream
             .io
@@ -109,10 +115,7 @@ impl TcpStream {
 
     fn register(std: std::net::TcpStream, handle: Option<&ReactorHandle>) -> io::Result<TcpStream> {
         let interest = Interest::READABLE | Interest::WRITABLE;
-        let io = match handle {
-            Some(h) => AsyncFd::with_handle(std, interest, h)?,
-            None => AsyncFd::with_interest(std, interest)?,
-        };
+        let io = AsyncFd::stream(std, interest, handle)?;
         Ok(TcpStream { io })
     }
 
@@ -160,8 +163,28 @@ impl TcpStream {
     /// call `set_nonblocking(false)` for blocking use.
     ///
     /// # Errors
-    /// None at present; the `Result` mirrors tokio's signature.
+    /// Only with io_uring's receive fast path
+    /// ([`Builder::io_uring_recv_multishot`](weir_executor::Builder::io_uring_recv_multishot)):
+    /// `InvalidData` when bytes were received ahead and not read yet, which the standard stream
+    /// cannot give back; the stream is closed. Read until `WouldBlock` first. Bytes the kernel
+    /// had received into the ring's buffers but the reactor had not yet queued when this is
+    /// called are not seen by that check.
     pub fn into_std(self) -> io::Result<std::net::TcpStream> {
+        if let Some(n) = self
+            .io
+            .registration()
+            .read_ahead()
+            .map(|ra| ra.buffered())
+            .filter(|&n| n > 0)
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "into_std: {n} bytes were received ahead by the io_uring reactor and not \
+                     read; a std::net::TcpStream cannot return them"
+                ),
+            ));
+        }
         // Not a close: skip `Drop` (its log line), and move `io` out.
         let this = ManuallyDrop::new(self);
         // SAFETY: `this` is never dropped nor used again, so `io` is read exactly once and
@@ -210,7 +233,9 @@ impl TcpStream {
     pub async fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
         self.io
             .registration()
-            .async_io(Interest::READABLE, || self.io.get_ref().peek(buf))
+            .async_io(Interest::READABLE, || {
+                crate::io::read_ahead_or(&self.io, buf, false, |b| self.io.get_ref().peek(b))
+            })
             .await
     }
 
@@ -221,9 +246,9 @@ impl TcpStream {
     /// # Errors
     /// As [`peek`](Self::peek).
     pub fn poll_peek(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
-        self.io
-            .registration()
-            .poll_io(cx, Direction::Read, || self.io.get_ref().peek(buf))
+        self.io.registration().poll_io(cx, Direction::Read, || {
+            crate::io::read_ahead_or(&self.io, buf, false, |b| self.io.get_ref().peek(b))
+        })
     }
 
     /// tokio's `poll_peek`: polls to peek at incoming data into the unfilled part of `buf`,
@@ -241,7 +266,7 @@ impl TcpStream {
         let sock = SockRef::from(self.io.get_ref());
         self.io.registration().poll_io(cx, Direction::Read, || {
             crate::buf::recv_read_buf(buf, |spare| {
-                let n = sock.peek(spare)?;
+                let n = crate::io::read_ahead_or_uninit(&self.io, spare, false, |b| sock.peek(b))?;
                 Ok((n, n))
             })
         })

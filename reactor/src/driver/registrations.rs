@@ -15,6 +15,7 @@ use slab::Slab;
 
 use super::{ReactorHandle, ScheduledIo};
 use crate::Interest;
+use crate::io::ReadAhead;
 use crate::sys::{Event, WAKE_TOKEN};
 
 /// The registered fds of one reactor (behind its mutex).
@@ -90,7 +91,8 @@ impl ReactorHandle {
         &self,
         fd: RawFd,
         interest: Interest,
-    ) -> io::Result<(Arc<ScheduledIo>, u64)> {
+        stream: bool,
+    ) -> io::Result<(Arc<ScheduledIo>, u64, Option<Arc<ReadAhead>>)> {
         let inner = &*self.inner;
         let (io, tok) = {
             let mut set = inner.registrations.lock();
@@ -108,11 +110,24 @@ impl ReactorHandle {
             entry.insert(io.clone());
             (io, tok)
         };
-        if let Err(e) = inner.registry.register(fd, tok, interest) {
-            self.remove_source(tok);
-            return Err(e);
+        let registered = if stream {
+            inner.registry.register_stream(fd, tok, interest)
+        } else {
+            inner.registry.register(fd, tok, interest).map(|()| None)
+        };
+        match registered {
+            Ok(read_ahead) => Ok((io, tok, read_ahead)),
+            Err(e) => {
+                self.remove_source(tok);
+                Err(e)
+            }
         }
-        Ok((io, tok))
+    }
+
+    /// Asks the reactor's owner to receive again on a stream whose read-ahead was paused at its
+    /// high-water mark and has been read down.
+    pub(crate) fn resume_recv(&self, fd: RawFd) {
+        self.inner.registry.resume_recv(fd);
     }
 
     pub(crate) fn reregister_source(

@@ -79,6 +79,29 @@ impl<T: AsRawFd> AsyncFd<T> {
         })
     }
 
+    /// Registers a **stream socket** with the current reactor, or with `handle`'s, as
+    /// [`Registration::new_stream`] does: on io_uring with the receive fast path, its bytes are
+    /// received ahead and reads must take them from
+    /// [`Registration::take_read_ahead`] first.
+    ///
+    /// # Errors
+    /// As [`new`](Self::new).
+    pub fn stream(
+        inner: T,
+        interest: Interest,
+        handle: Option<&ReactorHandle>,
+    ) -> io::Result<AsyncFd<T>> {
+        let fd = inner.as_raw_fd();
+        let reg = match handle {
+            Some(h) => Registration::with_handle_stream(fd, interest, h)?,
+            None => Registration::new_stream(fd, interest)?,
+        };
+        Ok(AsyncFd {
+            reg,
+            inner: Some(inner),
+        })
+    }
+
     /// The inner value.
     pub fn get_ref(&self) -> &T {
         self.inner.as_ref().expect("inner taken only by into_inner")

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use super::ReadyEvent;
+use super::read_ahead::{ReadAhead, Taken};
 use crate::driver::{ScheduledIo, gone};
 use crate::{Direction, Interest, ReactorHandle, Ready, coop};
 
@@ -24,6 +25,8 @@ pub struct Registration {
     handle: ReactorHandle,
     shared: Arc<ScheduledIo>,
     token: u64,
+    /// Bytes received ahead by the reactor (a stream on io_uring with the receive fast path).
+    read_ahead: Option<Arc<ReadAhead>>,
 }
 
 impl Registration {
@@ -48,12 +51,74 @@ impl Registration {
         interest: Interest,
         handle: &ReactorHandle,
     ) -> io::Result<Registration> {
-        let (shared, token) = handle.add_source(fd, interest)?;
+        Registration::build(fd, interest, handle, false)
+    }
+
+    /// Registers a **stream socket** `fd` (TCP, Unix stream) with the reactor of the current
+    /// thread, as [`new`](Self::new) does. On the io_uring backend with the receive fast path
+    /// on ([`DriverConfig::recv_multishot`](crate::DriverConfig::recv_multishot)) the reactor
+    /// then receives the stream's bytes ahead into a bounded queue, and reads must take them
+    /// from there first ([`take_read_ahead`](Self::take_read_ahead)); elsewhere this is
+    /// [`new`](Self::new).
+    ///
+    /// # Errors
+    /// As [`new`](Self::new).
+    pub fn new_stream(fd: RawFd, interest: Interest) -> io::Result<Registration> {
+        let handle = ReactorHandle::current_or_fallback()?;
+        Registration::build(fd, interest, &handle, true)
+    }
+
+    /// [`new_stream`](Self::new_stream) with a given reactor.
+    ///
+    /// # Errors
+    /// As [`new`](Self::new).
+    pub fn with_handle_stream(
+        fd: RawFd,
+        interest: Interest,
+        handle: &ReactorHandle,
+    ) -> io::Result<Registration> {
+        Registration::build(fd, interest, handle, true)
+    }
+
+    fn build(
+        fd: RawFd,
+        interest: Interest,
+        handle: &ReactorHandle,
+        stream: bool,
+    ) -> io::Result<Registration> {
+        let (shared, token, read_ahead) = handle.add_source(fd, interest, stream)?;
         Ok(Registration {
             handle: handle.clone(),
             shared,
             token,
+            read_ahead,
         })
+    }
+
+    /// The bytes the reactor received ahead for this stream, if it does
+    /// ([`new_stream`](Self::new_stream)).
+    pub fn read_ahead(&self) -> Option<&ReadAhead> {
+        self.read_ahead.as_deref()
+    }
+
+    /// Serves a read from the bytes received ahead: `copy` gets the queued bytes (two slices,
+    /// in order) and returns how many it took; with `consume` they are removed (otherwise a
+    /// peek). Returns `None` when reads go to the socket itself (no read-ahead on this
+    /// registration): the caller then reads the fd.
+    ///
+    /// `Some(Err(WouldBlock))` means nothing is queued yet: wait for read readiness, which the
+    /// reactor reports when it queues bytes, the end of the stream or an error.
+    pub fn take_read_ahead(
+        &self,
+        consume: bool,
+        copy: impl FnOnce(&[u8], &[u8]) -> usize,
+    ) -> Option<io::Result<usize>> {
+        let ra = self.read_ahead.as_ref()?;
+        let Taken { result, resume } = ra.take(consume, copy);
+        if resume {
+            self.handle.resume_recv(ra.fd());
+        }
+        Some(result)
     }
 
     /// The reactor this registration belongs to.

@@ -44,6 +44,9 @@ use std::io;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
+use std::sync::Arc;
+
+use crate::io::ReadAhead;
 use crate::{Interest, Ready};
 
 pub(crate) mod choice;
@@ -114,6 +117,8 @@ pub(crate) struct SysConfig {
     /// Use `epoll_pwait2` when the kernel has it; `false` forces the `epoll_wait` fallback.
     pub(crate) epoll_pwait2: bool,
     pub(crate) max_events: usize,
+    /// io_uring: receive stream sockets' bytes with a multishot receive into provided buffers.
+    pub(crate) recv_multishot: bool,
 }
 
 /// What a backend can do beyond the minimum of the contract. See the checklist in the
@@ -155,6 +160,22 @@ pub(crate) trait Registry: Send + Sync {
     /// the owner's `select` (edge-triggered events go to one waiter). `EINTR` is zero events.
     /// A backend without [`Capabilities::stealing`] returns `Ok(0)` and appends nothing.
     fn steal(&self, out: &mut Vec<Event>, max: usize) -> io::Result<usize>;
+
+    /// Registers a stream socket: as [`register`](Self::register), unless the backend receives
+    /// the stream's bytes itself (io_uring's receive fast path), in which case it returns the
+    /// queue they arrive in and reports read readiness when it queues something.
+    fn register_stream(
+        &self,
+        fd: RawFd,
+        token: u64,
+        interest: Interest,
+    ) -> io::Result<Option<Arc<ReadAhead>>> {
+        self.register(fd, token, interest).map(|()| None)
+    }
+
+    /// A reader has drained the read-ahead of `fd`, which was paused at its high-water mark:
+    /// receive again. Backends without read-ahead do nothing.
+    fn resume_recv(&self, _fd: RawFd) {}
 }
 
 /// The owner's half of a backend: used by the one thread that waits on the reactor.
@@ -247,6 +268,31 @@ impl AnyRegistry {
             AnyRegistry::Mio(r) => Registry::register(r, fd, token, interest),
             #[cfg(target_os = "linux")]
             AnyRegistry::IoUring(r) => Registry::register(r, fd, token, interest),
+        }
+    }
+
+    pub(crate) fn register_stream(
+        &self,
+        fd: RawFd,
+        token: u64,
+        interest: Interest,
+    ) -> io::Result<Option<Arc<ReadAhead>>> {
+        match self {
+            #[cfg(target_os = "linux")]
+            AnyRegistry::Epoll(r) => Registry::register_stream(r, fd, token, interest),
+            AnyRegistry::Mio(r) => Registry::register_stream(r, fd, token, interest),
+            #[cfg(target_os = "linux")]
+            AnyRegistry::IoUring(r) => Registry::register_stream(r, fd, token, interest),
+        }
+    }
+
+    pub(crate) fn resume_recv(&self, fd: RawFd) {
+        match self {
+            #[cfg(target_os = "linux")]
+            AnyRegistry::Epoll(r) => Registry::resume_recv(r, fd),
+            AnyRegistry::Mio(r) => Registry::resume_recv(r, fd),
+            #[cfg(target_os = "linux")]
+            AnyRegistry::IoUring(r) => Registry::resume_recv(r, fd),
         }
     }
 

@@ -9,6 +9,7 @@
 //! | `polls.rs` | the owner's table of polls: what each completion means, re-arm, cancellation |
 //! | `inbox.rs` | registrations from other threads and the wake-up protocol (loom-modelled) |
 //! | `user_data.rs` | what a request's `user_data` encodes |
+//! | `bufs.rs` | the provided buffers of the receive fast path |
 //!
 //! # The ring
 //!
@@ -109,7 +110,7 @@
 //! (at most `min_wait` later), not at once, since the kernel cannot be told it is special.
 //! Without `IORING_FEAT_MIN_TIMEOUT` the window is built on `select` like on epoll.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
@@ -122,7 +123,9 @@ use parking_lot::Mutex;
 use super::epoll::interest_to_poll;
 use super::{Capabilities, Event, SysConfig};
 use crate::Interest;
+use crate::io::ReadAhead;
 
+mod bufs;
 mod inbox;
 mod napi;
 mod polls;
@@ -146,6 +149,12 @@ enum Op {
         fd: RawFd,
         token: u64,
         mask: u32,
+        /// The receive fast path: bytes go into this queue instead of a read-readiness poll.
+        ra: Option<Arc<ReadAhead>>,
+    },
+    /// A reader drained the paused read-ahead of `fd`.
+    ResumeRecv {
+        fd: RawFd,
     },
     Reregister {
         fd: RawFd,
@@ -203,9 +212,12 @@ pub(crate) struct Registry {
     /// Wake handle, watched by a multishot poll on the ring.
     eventfd: OwnedFd,
     inbox: Inbox<Op>,
-    /// Registered fds, for `epoll_ctl`'s immediate errors; ops are pushed while it is locked,
-    /// so the inbox's order is the order of these checks.
-    fds: Mutex<HashSet<RawFd>>,
+    /// Registered fds, for `epoll_ctl`'s immediate errors, each with whether it is on the
+    /// receive fast path; ops are pushed while it is locked, so the inbox's order is the order
+    /// of these checks.
+    fds: Mutex<HashMap<RawFd, bool>>,
+    /// The receive fast path is on (asked for, and the kernel took the buffer ring).
+    recv_multishot: bool,
     /// Set by [`wake`](crate::sys::Registry::wake): the next wake-handle completion is the driver's wake-up.
     woken: AtomicBool,
     /// The ring's issuer thread (none before the ring is enabled) and a duplicate of the
@@ -223,7 +235,10 @@ pub(crate) struct Registry {
 
 /// The owner's half: the ring and its poll table.
 pub(crate) struct Selector {
+    /// Declared before `bufs`: the ring is closed before its receives' buffers are freed.
     ring: Ring,
+    /// The receive fast path's provided buffers (when it is on).
+    bufs: Option<bufs::BufRing>,
     polls: Polls,
     sizes: Sizes,
     /// Drained inbox operations (reused buffer).
@@ -371,18 +386,65 @@ impl super::Registry for Registry {
     fn register(&self, fd: RawFd, token: u64, interest: Interest) -> io::Result<()> {
         check_pollable(fd)?;
         let mut fds = self.fds.lock();
-        if !fds.insert(fd) {
+        if fds.contains_key(&fd) {
             return Err(io::Error::from_raw_os_error(libc::EEXIST));
         }
+        fds.insert(fd, false);
         let mask = interest_to_poll(interest);
-        self.push(Op::Register { fd, token, mask });
+        self.push(Op::Register {
+            fd,
+            token,
+            mask,
+            ra: None,
+        });
         Ok(())
+    }
+
+    fn register_stream(
+        &self,
+        fd: RawFd,
+        token: u64,
+        interest: Interest,
+    ) -> io::Result<Option<Arc<ReadAhead>>> {
+        if !self.recv_multishot || !interest.is_readable() {
+            return super::Registry::register(self, fd, token, interest).map(|()| None);
+        }
+        check_pollable(fd)?;
+        let mut fds = self.fds.lock();
+        if fds.contains_key(&fd) {
+            return Err(io::Error::from_raw_os_error(libc::EEXIST));
+        }
+        fds.insert(fd, true);
+        let ra = Arc::new(ReadAhead::new(fd));
+        let mask = interest_to_poll(interest);
+        self.push(Op::Register {
+            fd,
+            token,
+            mask,
+            ra: Some(ra.clone()),
+        });
+        Ok(Some(ra))
+    }
+
+    fn resume_recv(&self, fd: RawFd) {
+        let fds = self.fds.lock();
+        if fds.get(&fd) == Some(&true) {
+            self.push(Op::ResumeRecv { fd });
+        }
     }
 
     fn reregister(&self, fd: RawFd, token: u64, interest: Interest) -> io::Result<()> {
         let fds = self.fds.lock();
-        if !fds.contains(&fd) {
-            return Err(io::Error::from_raw_os_error(libc::ENOENT));
+        match fds.get(&fd) {
+            None => return Err(io::Error::from_raw_os_error(libc::ENOENT)),
+            Some(true) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "a stream whose bytes the io_uring reactor receives ahead cannot change \
+                     its interest",
+                ));
+            }
+            Some(false) => {}
         }
         let mask = interest_to_poll(interest);
         self.push(Op::Reregister { fd, token, mask });
@@ -401,7 +463,7 @@ impl super::Registry for Registry {
     /// Past those bounds the cancellation happens at the owner's next turn.
     fn deregister(&self, fd: RawFd) -> io::Result<()> {
         let mut fds = self.fds.lock();
-        if !fds.remove(&fd) {
+        if fds.remove(&fd).is_none() {
             return Err(io::Error::from_raw_os_error(libc::ENOENT));
         }
         let issuer = self.issuer.lock();
@@ -475,9 +537,14 @@ impl super::Selector for Selector {
         stealing: false,
     };
 
-    fn new(_cfg: &SysConfig) -> io::Result<(Selector, Registry)> {
+    fn new(cfg: &SysConfig) -> io::Result<(Selector, Registry)> {
         let sizes = sizes();
         let mut ring = Ring::new(sizes, true)?;
+        let bufs = if cfg.recv_multishot {
+            recv_buffers(&ring)
+        } else {
+            None
+        };
         // SAFETY: eventfd takes no pointers; the result is checked before use.
         let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
         if efd < 0 {
@@ -493,7 +560,8 @@ impl super::Selector for Selector {
         let registry = Registry {
             eventfd,
             inbox: Inbox::new(),
-            fds: Mutex::new(HashSet::new()),
+            fds: Mutex::new(HashMap::new()),
+            recv_multishot: bufs.is_some(),
             woken: AtomicBool::new(false),
             issuer: issuer.clone(),
             napi: Mutex::new((None, false)),
@@ -502,6 +570,7 @@ impl super::Selector for Selector {
         };
         let selector = Selector {
             ring,
+            bufs,
             polls: Polls::default(),
             sizes,
             ops: Vec::new(),
@@ -525,6 +594,30 @@ impl super::Selector for Selector {
         timeout: Option<Duration>,
     ) -> io::Result<usize> {
         self.wait(registry, out, max, timeout, None)
+    }
+}
+
+/// The provided buffers of the receive fast path, registered on `ring` (not enabled yet); `None`
+/// with one warning per process when the kernel refuses them (reads then use the socket).
+fn recv_buffers(ring: &Ring) -> Option<bufs::BufRing> {
+    let built = bufs::BufRing::new().and_then(|mut b| {
+        // SAFETY: a new ring, which never had the group.
+        unsafe { b.register(ring.inner()) }.map(|()| b)
+    });
+    match built {
+        Ok(b) => Some(b),
+        Err(e) => {
+            static WARNED: std::sync::Once = std::sync::Once::new();
+            WARNED.call_once(|| {
+                tracing::warn!(
+                    target: "weir::reactor",
+                    error = %e,
+                    "io_uring receive fast path unavailable (provided-buffer ring refused); \
+                     streams are polled for readiness instead"
+                )
+            });
+            None
+        }
     }
 }
 

@@ -1,33 +1,53 @@
-//! The owner's table of readiness polls: one slot per multishot `POLL_ADD` in flight, what its
-//! completions mean, and when it is re-armed or freed.
+//! The owner's table of registrations: one slot per registered fd, with its multishot
+//! `POLL_ADD` (and, for a stream on the receive fast path, its multishot receive), what their
+//! completions mean, and when they are re-armed or freed.
 //!
-//! A slot lives from the poll's submission to its **final** completion (one without
-//! `IORING_CQE_F_MORE`): a deregistered poll keeps its slot, marked cancelling, until the
-//! kernel says it is gone, so its last completions are recognised and dropped instead of being
-//! taken for another registration's. Slots are found by `user_data` (index and generation, see
-//! `user_data.rs`) and, for deregistration, by fd.
+//! A slot lives from its requests' submission to their **final** completions (without
+//! `IORING_CQE_F_MORE`): a deregistered slot is marked cancelling and kept until the kernel
+//! says its requests are gone, so their last completions are recognised and dropped instead of
+//! being taken for another registration's. Slots are found by `user_data` (kind, index and
+//! generation, see `user_data.rs`) and, for deregistration, by fd.
+//!
+//! # The receive fast path
+//!
+//! A stream registered with a read-ahead queue gets a multishot receive (`IORING_OP_RECV` with
+//! `IORING_RECV_MULTISHOT`, buffers picked from the ring's provided-buffer group) instead of
+//! read readiness: its poll asks only for what is left of the interest (write readiness; errors
+//! and hang-ups are always reported) and its events lose their read bits. Each receive
+//! completion's bytes are copied into the queue, the buffer goes back to the kernel, and the
+//! registration is told it is readable. The receive is armed again when the kernel ends it
+//! (`ENOBUFS`, an overflow), stopped at the queue's high-water mark (cancelled, and armed again
+//! once a reader has drained the queue), and ends for good with the end of the stream (a
+//! zero-length completion) or an error, both of which the queue reports after its bytes.
 
 use std::collections::HashMap;
 use std::os::fd::RawFd;
+use std::sync::Arc;
 
 use io_uring::{opcode, squeue, types};
 use slab::Slab;
 
+use super::bufs::{BGID, BufRing};
 use super::ring::Ring;
 use super::user_data::{self, GENERATION_MASK, Kind};
 use crate::Ready;
+use crate::io::ReadAhead;
 use crate::sys::epoll::poll_to_ready;
 use crate::sys::{Event, WAKE_TOKEN};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum State {
-    /// The poll reports readiness to its registration.
-    Armed,
-    /// Deregistered (or replaced by a re-registration): waiting for its final completion.
-    Cancelling,
-    /// The kernel refused the poll (e.g. `EBADF`): the registration was told with an error
-    /// readiness; the slot waits for deregistration.
-    Failed,
+/// `poll(2)` bits a receive replaces: read readiness and the peer's shutdown.
+const RECV_BITS: u32 = (libc::POLLIN | libc::POLLRDNORM | libc::POLLRDHUP) as u32;
+
+/// The multishot receive of a stream on the fast path.
+#[derive(Debug)]
+struct Recv {
+    ra: Arc<ReadAhead>,
+    /// A receive is in flight (armed, or cancelled and its final completion not in yet).
+    live: bool,
+    /// Stopped at the read-ahead's high-water mark, until a reader drains it.
+    paused: bool,
+    /// Ended for good: the end of the stream or an error is in the queue.
+    done: bool,
 }
 
 #[derive(Debug)]
@@ -35,26 +55,39 @@ struct Slot {
     fd: RawFd,
     /// The driver's token (registration slab index and generation).
     token: u64,
-    /// `poll(2)` events asked for.
+    /// `poll(2)` events the poll asks for.
     mask: u32,
     generation: u32,
-    state: State,
+    /// Deregistered (or replaced): waiting for the final completions of its requests.
+    cancelling: bool,
+    /// The poll is in flight.
+    poll_live: bool,
+    /// The kernel refused the poll (e.g. `EBADF`): the registration was told with an error
+    /// readiness; nothing is re-armed.
+    failed: bool,
+    recv: Option<Recv>,
 }
 
-/// Every poll of one ring.
+/// Every registration of one ring.
 #[derive(Debug, Default)]
 pub(super) struct Polls {
     slots: Slab<Slot>,
-    /// The live (armed or failed) slot of each registered fd.
+    /// The live (not cancelling) slot of each registered fd.
     by_fd: HashMap<RawFd, usize>,
     next_generation: u32,
-    /// Polls armed again after they ended on their own (tests).
+    /// Polls and receives armed again after they ended on their own (tests).
     rearms: u64,
 }
 
 fn poll_entry(fd: RawFd, mask: u32, user_data: u64) -> squeue::Entry {
     opcode::PollAdd::new(types::Fd(fd), mask)
         .multi(true)
+        .build()
+        .user_data(user_data)
+}
+
+fn recv_entry(fd: RawFd, user_data: u64) -> squeue::Entry {
+    opcode::RecvMulti::new(types::Fd(fd), BGID)
         .build()
         .user_data(user_data)
 }
@@ -71,13 +104,36 @@ pub(super) fn wake_poll(eventfd: RawFd) -> squeue::Entry {
 }
 
 impl Slot {
-    fn user_data(&self, index: usize) -> u64 {
+    fn poll_data(&self, index: usize) -> u64 {
         user_data::poll(index as u32, self.generation)
+    }
+
+    fn recv_data(&self, index: usize) -> u64 {
+        user_data::recv(index as u32, self.generation)
+    }
+
+    /// Does any request of this slot still await its final completion?
+    fn any_live(&self) -> bool {
+        self.poll_live || self.recv.as_ref().is_some_and(|r| r.live)
+    }
+
+    /// Arms the receive again (it is not in flight).
+    fn arm_recv(&mut self, index: usize, ring: &mut Ring) {
+        let ud = self.recv_data(index);
+        let fd = self.fd;
+        if let Some(r) = self.recv.as_mut() {
+            if r.paused {
+                r.paused = false;
+                r.ra.resumed();
+            }
+            r.live = true;
+            ring.push(recv_entry(fd, ud));
+        }
     }
 }
 
 impl Polls {
-    /// How many polls were armed again after they ended on their own.
+    /// How many polls and receives were armed again after they ended on their own.
     pub(super) fn rearms(&self) -> u64 {
         self.rearms
     }
@@ -87,86 +143,150 @@ impl Polls {
         self.slots.len()
     }
 
-    fn insert(&mut self, fd: RawFd, token: u64, mask: u32, ring: &mut Ring) {
+    fn insert(
+        &mut self,
+        fd: RawFd,
+        token: u64,
+        mask: u32,
+        ra: Option<Arc<ReadAhead>>,
+        ring: &mut Ring,
+    ) {
         let generation = self.next_generation;
         self.next_generation = (generation + 1) & GENERATION_MASK;
+        let has_recv = ra.is_some();
+        let mask = if has_recv { mask & !RECV_BITS } else { mask };
         let index = self.slots.insert(Slot {
             fd,
             token,
             mask,
             generation,
-            state: State::Armed,
+            cancelling: false,
+            poll_live: true,
+            failed: false,
+            recv: ra.map(|ra| Recv {
+                ra,
+                live: false,
+                paused: false,
+                done: false,
+            }),
         });
-        let slot = &self.slots[index];
-        ring.push(poll_entry(fd, mask, slot.user_data(index)));
+        let slot = &mut self.slots[index];
+        ring.push(poll_entry(fd, mask, slot.poll_data(index)));
+        if has_recv {
+            slot.arm_recv(index, ring);
+        }
         self.by_fd.insert(fd, index);
     }
 
-    /// Starts polling `fd` for `mask`, reporting under `token`.
-    pub(super) fn register(&mut self, fd: RawFd, token: u64, mask: u32, ring: &mut Ring) {
+    /// Starts polling `fd` for `mask`, reporting under `token`; with `ra`, its bytes are
+    /// received into that queue instead of polled for.
+    pub(super) fn register(
+        &mut self,
+        fd: RawFd,
+        token: u64,
+        mask: u32,
+        ra: Option<Arc<ReadAhead>>,
+        ring: &mut Ring,
+    ) {
         // The registry refuses a second registration of an fd; should one slip through (an
-        // fd closed and reused without deregistration), the old poll is cancelled.
+        // fd closed and reused without deregistration), the old requests are cancelled.
         self.deregister(fd, ring);
-        self.insert(fd, token, mask, ring);
+        self.insert(fd, token, mask, ra, ring);
     }
 
     /// Replaces the poll of `fd` with one for `mask` under `token`. The old poll is cancelled
     /// and keeps its slot until its final completion; the new one has a slot of its own, so the
-    /// two are never confused.
+    /// two are never confused. (The registry refuses this for a stream on the receive fast
+    /// path.)
     pub(super) fn reregister(&mut self, fd: RawFd, token: u64, mask: u32, ring: &mut Ring) {
         self.deregister(fd, ring);
-        self.insert(fd, token, mask, ring);
+        self.insert(fd, token, mask, None, ring);
     }
 
-    /// Stops reporting `fd`: cancels its poll (the slot stays until the final completion).
+    /// Stops reporting `fd`: cancels its requests (the slot stays until their final
+    /// completions).
     pub(super) fn deregister(&mut self, fd: RawFd, ring: &mut Ring) {
         let Some(index) = self.by_fd.remove(&fd) else {
             return;
         };
         let slot = &mut self.slots[index];
-        match slot.state {
-            State::Armed => {
-                slot.state = State::Cancelling;
-                ring.push(cancel_entry(slot.user_data(index)));
-            }
-            // No poll in flight: the slot can go.
-            State::Failed => {
-                self.slots.remove(index);
-            }
-            State::Cancelling => unreachable!("a cancelling slot is not registered by fd"),
+        debug_assert!(
+            !slot.cancelling,
+            "a cancelling slot is not registered by fd"
+        );
+        slot.cancelling = true;
+        if slot.poll_live {
+            ring.push(cancel_entry(slot.poll_data(index)));
+        }
+        if slot.recv.as_ref().is_some_and(|r| r.live) {
+            ring.push(cancel_entry(slot.recv_data(index)));
+        }
+        if !slot.any_live() {
+            self.slots.remove(index);
         }
     }
 
-    /// Test hook: ends every armed poll from the kernel's side (a cancellation the table does
-    /// not know of), as a CQ overflow may; each must be re-armed by its final completion.
+    /// A reader drained the read-ahead of `fd`, paused at its high-water mark: receive again
+    /// (at once if the stopped receive has ended, else at its final completion).
+    pub(super) fn resume_recv(&mut self, fd: RawFd, ring: &mut Ring) {
+        let Some(&index) = self.by_fd.get(&fd) else {
+            return;
+        };
+        let slot = &mut self.slots[index];
+        if let Some(r) = &slot.recv
+            && r.paused
+            && !r.live
+            && !r.done
+        {
+            slot.arm_recv(index, ring);
+        }
+    }
+
+    /// Test hook: ends every armed request from the kernel's side (a cancellation the table
+    /// does not know of), as a CQ overflow may; each must be re-armed by its final completion.
     pub(super) fn terminate_all(&self, ring: &mut Ring) {
         for (index, slot) in &self.slots {
-            if slot.state == State::Armed {
-                ring.push(cancel_entry(slot.user_data(index)));
+            if slot.cancelling {
+                continue;
+            }
+            if slot.poll_live {
+                ring.push(cancel_entry(slot.poll_data(index)));
+            }
+            if slot.recv.as_ref().is_some_and(|r| r.live && !r.paused) {
+                ring.push(cancel_entry(slot.recv_data(index)));
             }
         }
     }
 
-    /// A new ring replaced the old one (whose close ended every poll): arms every live poll
-    /// again and frees the slots that were only waiting for their end.
+    /// A new ring replaced the old one (whose close ended every request): arms every live
+    /// registration again and frees the slots that were only waiting for their end.
     pub(super) fn rearm_all(&mut self, ring: &mut Ring) {
-        self.slots.retain(|_, s| s.state != State::Cancelling);
-        for (index, slot) in &self.slots {
-            if slot.state == State::Armed {
-                ring.push(poll_entry(slot.fd, slot.mask, slot.user_data(index)));
+        self.slots.retain(|_, s| !s.cancelling);
+        for (index, slot) in &mut self.slots {
+            slot.poll_live = !slot.failed;
+            if slot.poll_live {
+                ring.push(poll_entry(slot.fd, slot.mask, slot.poll_data(index)));
+            }
+            if let Some(r) = slot.recv.as_mut() {
+                r.live = false;
+                if !r.done && (!r.paused || r.ra.resume_asked()) {
+                    slot.arm_recv(index, ring);
+                }
             }
         }
     }
 
-    /// Handles one completion: appends the event it reports (if any) to `out`, re-arms a poll
-    /// that ended on its own, frees a slot whose cancelled poll ended. `woken` says whether a
-    /// wake-handle completion is a wake-up the driver asked for ([`Registry::wake`]).
+    /// Handles one completion: appends the event it reports (if any) to `out`, re-arms a
+    /// request that ended on its own, frees a slot whose cancelled requests ended. `woken`
+    /// says whether a wake-handle completion is a wake-up the driver asked for
+    /// ([`Registry::wake`]). `bufs` holds the buffers receives fill.
     ///
     /// [`Registry::wake`]: crate::sys::Registry::wake
     pub(super) fn complete(
         &mut self,
         (user_data, res, flags): (u64, i32, u32),
         ring: &mut Ring,
+        bufs: Option<&mut BufRing>,
         eventfd: RawFd,
         woken: impl FnOnce() -> bool,
         out: &mut Vec<Event>,
@@ -186,57 +306,161 @@ impl Polls {
                 }
             }
             Kind::Poll { index, generation } => {
-                let index = index as usize;
-                let Some(slot) = self.slots.get_mut(index) else {
-                    return;
-                };
-                if slot.generation != generation {
-                    return;
-                }
-                match slot.state {
-                    State::Cancelling => {
-                        if !more {
-                            self.slots.remove(index);
-                        }
-                    }
-                    State::Failed => {}
-                    State::Armed if res >= 0 => {
-                        out.push(Event {
-                            token: slot.token,
-                            ready: poll_to_ready(res as u32),
-                        });
-                        if !more {
-                            ring.push(poll_entry(slot.fd, slot.mask, user_data));
-                            self.rearms += 1;
-                        }
-                    }
-                    State::Armed if res == -libc::ECANCELED => {
-                        // Ended by the kernel, not by us (CQ overflow, a test hook): re-arm.
-                        // The new poll reports the fd's state at once if it is ready.
-                        if !more {
-                            ring.push(poll_entry(slot.fd, slot.mask, user_data));
-                            self.rearms += 1;
-                        }
-                    }
-                    State::Armed => {
-                        // The kernel refused the poll: wake every waiter so that its next
-                        // operation meets the fd's real error.
-                        tracing::debug!(
-                            target: "weir::reactor",
-                            fd = slot.fd,
-                            errno = -res,
-                            "io_uring poll failed"
-                        );
-                        out.push(Event {
-                            token: slot.token,
-                            ready: Ready::ALL,
-                        });
-                        if !more {
-                            slot.state = State::Failed;
-                        }
-                    }
+                self.complete_poll(index as usize, generation, res, more, ring, out)
+            }
+            Kind::Recv { index, generation } => {
+                let bid = io_uring::cqueue::buffer_select(flags);
+                self.complete_recv(index as usize, generation, res, more, bid, bufs, ring, out)
+            }
+        }
+    }
+
+    fn complete_poll(
+        &mut self,
+        index: usize,
+        generation: u32,
+        res: i32,
+        more: bool,
+        ring: &mut Ring,
+        out: &mut Vec<Event>,
+    ) {
+        let Some(slot) = self.slots.get_mut(index) else {
+            return;
+        };
+        if slot.generation != generation {
+            return;
+        }
+        if !more {
+            slot.poll_live = false;
+        }
+        if slot.cancelling {
+            if !slot.any_live() {
+                self.slots.remove(index);
+            }
+            return;
+        }
+        // A stream on the receive fast path learns of its bytes and its end from the receive.
+        let not_reported = if slot.recv.is_some() {
+            Ready::READABLE | Ready::READ_CLOSED
+        } else {
+            Ready::EMPTY
+        };
+        if res >= 0 {
+            let ready = poll_to_ready(res as u32) - not_reported;
+            if !ready.is_empty() {
+                out.push(Event {
+                    token: slot.token,
+                    ready,
+                });
+            }
+        } else if res != -libc::ECANCELED {
+            // The kernel refused the poll: wake every waiter so that its next operation meets
+            // the fd's real error.
+            tracing::debug!(
+                target: "weir::reactor",
+                fd = slot.fd,
+                errno = -res,
+                "io_uring poll failed"
+            );
+            out.push(Event {
+                token: slot.token,
+                ready: Ready::ALL - not_reported,
+            });
+            if !more {
+                slot.failed = true;
+            }
+            return;
+        }
+        // Ended on its own (a CQ overflow, a cancellation we did not ask for, a test hook):
+        // re-arm. The new poll reports the fd's state at once if it is ready.
+        if !more {
+            ring.push(poll_entry(slot.fd, slot.mask, slot.poll_data(index)));
+            slot.poll_live = true;
+            self.rearms += 1;
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn complete_recv(
+        &mut self,
+        index: usize,
+        generation: u32,
+        res: i32,
+        more: bool,
+        bid: Option<u16>,
+        bufs: Option<&mut BufRing>,
+        ring: &mut Ring,
+        out: &mut Vec<Event>,
+    ) {
+        let slot = self
+            .slots
+            .get_mut(index)
+            .filter(|s| s.generation == generation && s.recv.is_some());
+        // The bytes first, whatever became of the slot: a buffer always goes back.
+        let mut high = false;
+        if let (Some(bid), Some(bufs)) = (bid, bufs) {
+            if res > 0
+                && let Some(slot) = &slot
+                && let Some(r) = &slot.recv
+            {
+                high = r.ra.push(bufs.get(bid, res as usize));
+            }
+            bufs.recycle(bid);
+        }
+        let Some(slot) = slot else {
+            return;
+        };
+        let token = slot.token;
+        let cancelling = slot.cancelling;
+        let r = slot.recv.as_mut().expect("filtered above");
+        if !more {
+            r.live = false;
+        }
+        if cancelling {
+            if !slot.any_live() {
+                self.slots.remove(index);
+            }
+            return;
+        }
+        let ended_by_kernel = |r: &Recv| !r.live && (!r.paused || r.ra.resume_asked());
+        if res > 0 {
+            out.push(Event {
+                token,
+                ready: Ready::READABLE,
+            });
+            if high {
+                r.paused = true;
+                if r.live {
+                    // Stop receiving: the socket's buffer holds the rest until a reader
+                    // drains the queue.
+                    ring.push(cancel_entry(user_data::recv(index as u32, generation)));
                 }
             }
+            if ended_by_kernel(r) {
+                slot.arm_recv(index, ring);
+                self.rearms += 1;
+            }
+        } else if res == 0 {
+            r.ra.set_eof();
+            r.done = true;
+            out.push(Event {
+                token,
+                ready: Ready::READABLE | Ready::READ_CLOSED,
+            });
+        } else if res == -libc::ENOBUFS || res == -libc::ECANCELED {
+            // Out of buffers (they are back by the next enter), ended by the kernel, or our own
+            // stop at the high-water mark (armed again if a reader has asked meanwhile).
+            if ended_by_kernel(r) {
+                slot.arm_recv(index, ring);
+                self.rearms += 1;
+            }
+        } else if !more {
+            r.ra.set_error(-res);
+            r.done = true;
+            out.push(Event {
+                token,
+                ready: Ready::READABLE | Ready::READ_CLOSED | Ready::ERROR,
+            });
         }
     }
 }

@@ -138,9 +138,10 @@ impl Ring {
             {
                 let mut sq = self.ring.submission();
                 while let Some(e) = self.backlog.front() {
-                    // SAFETY: the entries queued here are polls and cancellations, which point
-                    // to no user memory (a poll carries an fd and a mask, a cancellation a
-                    // user_data value).
+                    // SAFETY: the entries queued here are polls, cancellations and multishot
+                    // receives, which point to no user memory of their own (a poll carries an
+                    // fd and a mask, a cancellation a user_data value, a receive a buffer
+                    // group, whose memory outlives the ring: see `bufs.rs`).
                     if unsafe { sq.push(e) }.is_err() {
                         break;
                     }

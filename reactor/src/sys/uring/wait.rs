@@ -57,9 +57,13 @@ impl Selector {
         let mut remote_deregs = 0;
         for op in self.ops.drain(..) {
             match op {
-                Op::Register { fd, token, mask } => {
-                    self.polls.register(fd, token, mask, &mut self.ring)
-                }
+                Op::Register {
+                    fd,
+                    token,
+                    mask,
+                    ra,
+                } => self.polls.register(fd, token, mask, ra, &mut self.ring),
+                Op::ResumeRecv { fd } => self.polls.resume_recv(fd, &mut self.ring),
                 Op::Reregister { fd, token, mask } => {
                     self.polls.reregister(fd, token, mask, &mut self.ring)
                 }
@@ -87,6 +91,11 @@ impl Selector {
         );
         self.ring = Ring::new(self.sizes, false)?;
         self.migrations += 1;
+        if let Some(bufs) = self.bufs.as_mut() {
+            // SAFETY: the old ring was closed by the assignment above; its receives no longer
+            // run (the task work of a ring whose fd is released is cancelled, not run).
+            unsafe { bufs.register(self.ring.inner()) }?;
+        }
         self.ring
             .push(polls::wake_poll(registry.eventfd.as_raw_fd()));
         self.polls.rearm_all(&mut self.ring);
@@ -152,6 +161,7 @@ impl Selector {
                 self.polls.complete(
                     cqe,
                     &mut self.ring,
+                    self.bufs.as_mut(),
                     eventfd,
                     || registry.woken.swap(false, Ordering::SeqCst),
                     out,

@@ -1,0 +1,211 @@
+//! [`ReadAhead`]: bytes a reactor received for a stream socket before anyone asked for them.
+//!
+//! On the io_uring backend with the receive fast path on
+//! ([`DriverConfig::recv_multishot`](crate::DriverConfig::recv_multishot)), a stream registered
+//! for it ([`Registration::new_stream`](crate::Registration::new_stream)) is not polled for read
+//! readiness: the reactor's owner keeps a multishot receive armed on it, copies each completion
+//! out of the ring's provided buffer into this queue, gives the buffer back to the kernel at
+//! once, and reports the stream readable. Reads take their bytes from here, without a syscall.
+//!
+//! The queue is bounded: at [`HIGH_WATER`] bytes the owner stops receiving (the socket's own
+//! buffer, and then TCP flow control, hold the rest, as when nobody reads), and once a reader
+//! has taken it down to [`LOW_WATER`] the owner is asked to receive again.
+
+use std::collections::VecDeque;
+use std::io;
+use std::os::fd::RawFd;
+
+use parking_lot::Mutex;
+
+/// Bytes queued at which the owner stops receiving.
+pub const HIGH_WATER: usize = 64 * 1024;
+/// Bytes queued at or below which a paused receive is started again.
+pub const LOW_WATER: usize = 16 * 1024;
+
+/// Bytes received ahead for one stream socket, and how its receive ended.
+#[derive(Debug)]
+pub struct ReadAhead {
+    fd: RawFd,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    bytes: VecDeque<u8>,
+    /// The peer's end of stream was received (after `bytes`).
+    eof: bool,
+    /// The receive failed with this errno (after `bytes`); taken by the next read.
+    error: Option<i32>,
+    /// The owner stopped receiving at the high-water mark.
+    paused: bool,
+    /// A reader asked the owner to receive again.
+    resume_asked: bool,
+}
+
+/// What a read of the queue found.
+#[derive(Debug)]
+pub struct Taken {
+    /// Bytes moved (or 0 at the end of the stream), or the receive's error; `WouldBlock` when
+    /// the queue is empty and the stream goes on.
+    pub result: io::Result<usize>,
+    /// The caller must have the owner receive again (what
+    /// [`Registration::take_read_ahead`](crate::Registration::take_read_ahead) does).
+    pub resume: bool,
+}
+
+impl ReadAhead {
+    pub(crate) fn new(fd: RawFd) -> ReadAhead {
+        ReadAhead {
+            fd,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    /// The fd the bytes come from.
+    pub fn fd(&self) -> RawFd {
+        self.fd
+    }
+
+    /// How many bytes are queued.
+    pub fn buffered(&self) -> usize {
+        self.state.lock().bytes.len()
+    }
+
+    /// Reads the queue: `copy` gets the queued bytes (as two slices, in order) and returns how
+    /// many it took; with `consume` they leave the queue (otherwise this is a peek).
+    pub fn take(&self, consume: bool, copy: impl FnOnce(&[u8], &[u8]) -> usize) -> Taken {
+        let mut st = self.state.lock();
+        if st.bytes.is_empty() {
+            let result = if let Some(errno) = st.error {
+                if consume {
+                    // The error is reported once; the stream ends after it, as recv(2) does.
+                    st.error = None;
+                    st.eof = true;
+                }
+                Err(io::Error::from_raw_os_error(errno))
+            } else if st.eof {
+                Ok(0)
+            } else {
+                Err(io::ErrorKind::WouldBlock.into())
+            };
+            return Taken {
+                result,
+                resume: false,
+            };
+        }
+        let (a, b) = st.bytes.as_slices();
+        let n = copy(a, b).min(a.len() + b.len());
+        let mut resume = false;
+        if consume {
+            st.bytes.drain(..n);
+            if st.paused && !st.resume_asked && st.bytes.len() <= LOW_WATER {
+                st.resume_asked = true;
+                resume = true;
+            }
+        }
+        Taken {
+            result: Ok(n),
+            resume,
+        }
+    }
+
+    // The owner's side.
+
+    /// Appends received bytes; returns `true` if the queue reached the high-water mark, in
+    /// which case it is marked paused (the owner stops receiving).
+    pub(crate) fn push(&self, data: &[u8]) -> bool {
+        let mut st = self.state.lock();
+        st.bytes.extend(data);
+        if st.bytes.len() >= HIGH_WATER && !st.paused {
+            st.paused = true;
+            st.resume_asked = false;
+            return true;
+        }
+        false
+    }
+
+    pub(crate) fn set_eof(&self) {
+        self.state.lock().eof = true;
+    }
+
+    pub(crate) fn set_error(&self, errno: i32) {
+        self.state.lock().error = Some(errno);
+    }
+
+    /// Has a reader asked to receive again since the queue was paused?
+    pub(crate) fn resume_asked(&self) -> bool {
+        self.state.lock().resume_asked
+    }
+
+    /// The owner receives again.
+    pub(crate) fn resumed(&self) {
+        let mut st = self.state.lock();
+        st.paused = false;
+        st.resume_asked = false;
+    }
+}
+
+/// Copies the two slices of a queue into `dst`, returning how many bytes it copied.
+pub fn copy_into(dst: &mut [u8], a: &[u8], b: &[u8]) -> usize {
+    let n1 = a.len().min(dst.len());
+    dst[..n1].copy_from_slice(&a[..n1]);
+    let n2 = b.len().min(dst.len() - n1);
+    dst[n1..n1 + n2].copy_from_slice(&b[..n2]);
+    n1 + n2
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(ra: &ReadAhead, n: usize) -> io::Result<Vec<u8>> {
+        let mut buf = vec![0; n];
+        let Taken { result, .. } = ra.take(true, |a, b| copy_into(&mut buf, a, b));
+        result.map(|k| buf[..k].to_vec())
+    }
+
+    #[test]
+    fn bytes_then_end_of_stream() {
+        let ra = ReadAhead::new(3);
+        assert_eq!(read(&ra, 4).unwrap_err().kind(), io::ErrorKind::WouldBlock);
+        ra.push(b"hello");
+        ra.set_eof();
+        assert_eq!(read(&ra, 3).unwrap(), b"hel");
+        let mut peek = [0u8; 8];
+        let Taken { result, .. } = ra.take(false, |a, b| copy_into(&mut peek, a, b));
+        assert_eq!(result.unwrap(), 2);
+        assert_eq!(read(&ra, 8).unwrap(), b"lo");
+        assert_eq!(read(&ra, 8).unwrap(), b"");
+    }
+
+    #[test]
+    fn error_once_then_end() {
+        let ra = ReadAhead::new(3);
+        ra.push(b"x");
+        ra.set_error(libc::ECONNRESET);
+        assert_eq!(read(&ra, 8).unwrap(), b"x");
+        assert_eq!(
+            read(&ra, 8).unwrap_err().raw_os_error(),
+            Some(libc::ECONNRESET)
+        );
+        assert_eq!(read(&ra, 8).unwrap(), b"");
+    }
+
+    #[test]
+    fn pauses_at_high_water_and_asks_once_below_low_water() {
+        let ra = ReadAhead::new(3);
+        assert!(!ra.push(&vec![1; HIGH_WATER - 1]));
+        assert!(ra.push(&[1]));
+        let mut buf = vec![0; HIGH_WATER - LOW_WATER - 1];
+        let Taken { resume, .. } = ra.take(true, |a, b| copy_into(&mut buf, a, b));
+        assert!(!resume, "still above the low-water mark");
+        let mut one = [0u8; 1];
+        let Taken { resume, .. } = ra.take(true, |a, b| copy_into(&mut one, a, b));
+        assert!(resume);
+        let Taken { resume, .. } = ra.take(true, |a, b| copy_into(&mut one, a, b));
+        assert!(!resume, "asked once");
+        assert!(ra.resume_asked());
+        ra.resumed();
+        assert!(!ra.resume_asked());
+    }
+}
