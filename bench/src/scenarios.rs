@@ -386,6 +386,14 @@ fn run_rounds(
                             latency_quantiles_us,
                         });
                     }
+                    // A contender that cannot take part in this case (said once, not a failure).
+                    Err(e) if e.kind() == io::ErrorKind::Unsupported => {
+                        eprintln!(" not run: {e}");
+                        let note = format!("{} does not run case {case}: {e}", cont.name);
+                        if !sc.notes.contains(&note) {
+                            sc.notes.push(note);
+                        }
+                    }
                     Err(e) => {
                         eprintln!(" FAILED after {:.1?}: {e}", t.elapsed());
                         ctx.errors.push(format!("{label}: {e}"));

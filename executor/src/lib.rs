@@ -63,6 +63,7 @@ mod worker;
 use std::future::Future;
 use std::panic::Location;
 
+pub use builder::ACCEPT_MULTISHOT_ENV;
 pub use builder::{
     BACKEND_ENV, Builder, MAX_BUSY_POLL, MAX_MIN_WAIT, MAX_TIMER_SPIN, MAX_WORKERS, MIN_STACK_SIZE,
     RECV_MULTISHOT_ENV,

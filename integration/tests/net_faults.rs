@@ -34,9 +34,15 @@ fn is_peer_gone(kind: ErrorKind) -> bool {
 /// Runs the test `name` of this binary in a child process (marked by [`CHILD_ENV`]) and
 /// asserts that it ran and passed — a child killed by a signal fails here.
 fn run_in_child(name: &str) {
+    run_in_child_with(name, &[]);
+}
+
+/// [`run_in_child`] with extra environment variables for the child.
+fn run_in_child_with(name: &str, env: &[(&str, &str)]) {
     let out = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", name, "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, name)
+        .envs(env.iter().copied())
         .output()
         .expect("re-run the test binary");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -320,6 +326,27 @@ async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
         weir::time::sleep(Duration::from_millis(1)).await;
     }
     panic!("timed out waiting until {what}");
+}
+
+/// The same on io_uring with the accept fast path: the multishot accept ends with `EMFILE`,
+/// which `accept` takes, backs off on, and has the reactor accept again.
+#[test]
+fn accept_backs_off_when_fds_run_out_on_the_uring_accept_fast_path() {
+    if let Some(why) = common::uring_unavailable() {
+        common::skip(
+            "accept_backs_off_when_fds_run_out_on_the_uring_accept_fast_path",
+            why,
+        );
+        return;
+    }
+    run_in_child_with(
+        "accept_backs_off_when_fds_run_out",
+        &[
+            ("WEIR_BACKEND", "io_uring!"),
+            ("WEIR_URING_ACCEPT_MULTISHOT", "1"),
+            ("WEIR_URING_RECV_MULTISHOT", "1"),
+        ],
+    );
 }
 
 /// When accept hits EMFILE, the listener neither fails nor spins: it warns once per episode,

@@ -47,6 +47,11 @@ pub struct DriverConfig {
     /// default. If the kernel refuses the buffer ring, the reactor warns once and polls as
     /// usual.
     pub recv_multishot: bool,
+    /// io_uring only: the accept fast path. Listeners registered with
+    /// [`Registration::new_listener`](crate::Registration::new_listener) get a multishot accept
+    /// instead of a readiness poll; the owner queues what it accepts in the listener's bounded
+    /// [`AcceptQueue`](crate::io::AcceptQueue). Off by default.
+    pub accept_multishot: bool,
 }
 
 impl Default for DriverConfig {
@@ -62,6 +67,7 @@ impl Default for DriverConfig {
             pausable_clock: false,
             start_paused: false,
             recv_multishot: false,
+            accept_multishot: false,
         }
     }
 }
@@ -98,6 +104,7 @@ impl DriverConfig {
             epoll_pwait2: self.epoll_pwait2,
             max_events: self.max_events,
             recv_multishot: self.recv_multishot,
+            accept_multishot: self.accept_multishot,
         }
     }
 }

@@ -6,7 +6,8 @@
 //! `TCP_NODELAY` and the runtime's timer armed; a byte-for-byte equally long response from the
 //! hand-written loops) over 64 keep-alive connections. The open-loop generator offers
 //! 1k, 5k, 15k, 30k and 45k requests/s (`--rate R` offers only R; `--quick` only 30k), and
-//! wrk measures the saturated throughput, both on the other CPU.
+//! wrk measures the saturated throughput, both on the other CPU — on keep-alive connections
+//! (`saturated`) and with a new connection per request (`churn`).
 
 use std::io;
 use std::net::SocketAddr;
@@ -123,6 +124,19 @@ const WEIR_URING_RECV_MW200: Contender = c(
         "200",
     ],
 );
+const WEIR_URING_ACCEPT: Contender = c(
+    "weir-uring-accept",
+    "weir, 1 worker, io_uring backend with the accept fast path (multishot accept), min_wait off",
+    &[
+        "--rt",
+        "weir",
+        "--backend",
+        "io_uring",
+        "--uring-accept",
+        "--min-wait-us",
+        "0",
+    ],
+);
 const WEIR_BARE: Contender = c(
     "weir-bare",
     "weir, 1 worker, default configuration, HTTP answered without hyper (a task per connection)",
@@ -160,6 +174,9 @@ const RATES: [(&str, f64); 5] = [
 
 /// The saturated case (wrk -t1 -c64).
 const SATURATED: &str = "saturated";
+/// The saturated case with a new connection per request (wrk -t1 -c64, `Connection: close`):
+/// what accepting costs.
+const CHURN: &str = "churn";
 
 pub(super) fn pinned(ctx: &mut Ctx) -> ScenarioResult {
     let contenders = [
@@ -175,6 +192,7 @@ pub(super) fn pinned(ctx: &mut Ctx) -> ScenarioResult {
         WEIR_URING_ADAPTIVE,
         WEIR_URING_RECV,
         WEIR_URING_RECV_MW200,
+        WEIR_URING_ACCEPT,
         TOKIO_BARE,
         WEIR_BARE,
         RAW,
@@ -188,6 +206,7 @@ pub(super) fn pinned(ctx: &mut Ctx) -> ScenarioResult {
     };
     let mut cases: Vec<String> = rates.iter().map(|(n, _)| n.clone()).collect();
     cases.push(SATURATED.to_string());
+    cases.push(CHURN.to_string());
     let case_refs: Vec<&str> = cases.iter().map(String::as_str).collect();
     let t = ctx.timing(1000, 3000);
     let wrk_secs = if ctx.opts.quick { 1 } else { 3 };
@@ -198,8 +217,10 @@ pub(super) fn pinned(ctx: &mut Ctx) -> ScenarioResult {
          connections. The server process is confined to one CPU (weir and tokio multi-thread \
          with 1 worker), the load generator to the other. Cases `5k`…`45k`: the open-loop \
          generator offers that many requests/s, on a µs schedule, latency from each request's \
-         scheduled time. Case `saturated`: `wrk -t1 -c64`. Server CPU and context switches per \
-         request from /proc over the measure window.",
+         scheduled time. Case `saturated`: `wrk -t1 -c64`. Case `churn`: the same with \
+         `Connection: close`, a new connection per request (what accepting costs; the \
+         hand-written and bare loops keep connections open and do not run it). Server CPU and \
+         context switches per request from /proc over the measure window.",
         json!({"connections": CONNS, "rates": rates.iter().map(|r| r.1).collect::<Vec<_>>(),
                "warmup_s": t.warmup.as_secs_f64(), "measure_s": t.measure.as_secs_f64(),
                "wrk_s": wrk_secs}),
@@ -252,11 +273,11 @@ pub(super) fn pinned(ctx: &mut Ctx) -> ScenarioResult {
         }
     };
     run_rounds(ctx, &mut sc, &case_refs, &contenders, |case, cont| {
-        if case == SATURATED {
+        if case == SATURATED || case == CHURN {
             if !have_wrk {
                 return Err(io::Error::other("wrk is not installed"));
             }
-            return saturated(cont, server_cpu, wrk_secs);
+            return saturated(cont, server_cpu, wrk_secs, case == CHURN);
         }
         let rate = rates
             .iter()
@@ -285,6 +306,15 @@ pub(super) fn pinned(ctx: &mut Ctx) -> ScenarioResult {
         file: "pinned-saturated.svg".into(),
     });
     sc
+}
+
+/// Does `cont` close a connection whose request says `Connection: close` (hyper does; the raw
+/// and bare loops answer and keep it open)?
+fn closes_connections(cont: &Contender) -> bool {
+    !cont
+        .args
+        .windows(2)
+        .any(|w| w[0] == "--rt" && w[1].starts_with("raw-") || w == ["--kind", "bare-http"])
 }
 
 /// One open-loop round at `rate` against `cont` pinned to `cpu`.
@@ -324,14 +354,23 @@ fn open_loop(cont: &Contender, cpu: usize, rate: f64, t: &super::Timing) -> io::
 }
 
 /// One saturated round: `wrk -t1 -c64` against `cont` pinned to `cpu`.
-fn saturated(cont: &Contender, cpu: usize, secs: u32) -> io::Result<Measured> {
+fn saturated(cont: &Contender, cpu: usize, secs: u32, churn: bool) -> io::Result<Measured> {
+    if churn && !closes_connections(cont) {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "a hand-written loop ignores `Connection: close`",
+        ));
+    }
     let (mut server, addr) = start_server_on("http", cont, cpu)?;
     let drive = |addr: SocketAddr, on_phase: &mut dyn FnMut(Phase)| -> io::Result<WrkResult> {
-        let args = [
+        let mut args = vec![
             "-t1".to_string(),
             format!("-c{CONNS}"),
             format!("-d{secs}s"),
         ];
+        if churn {
+            args.extend(["-H".to_string(), "Connection: close".to_string()]);
+        }
         run_wrk(addr, &args, on_phase)
     };
     let (r, w) = measure(&mut server, drive, addr)?;

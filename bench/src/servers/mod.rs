@@ -16,6 +16,7 @@
 //!   --sharded                       weir::net::ShardedListener instead of one TcpListener
 //!   --pin                           pin worker i to allowed CPU i (mt only)
 //!   --uring-recv                    io_uring receive fast path (multishot recv into provided buffers)
+//!   --uring-accept                  io_uring accept fast path (multishot accept)
 //!   --backend epoll|mio|io_uring|auto   the reactor backend (default: the runtime's); io_uring
 //!                                   is strict: the server fails rather than run on epoll
 //! weir, raw-epoll and raw-uring:
@@ -104,6 +105,8 @@ struct WeirOpts {
     backend: Option<weir::runtime::Backend>,
     /// `--uring-recv`: io_uring's receive fast path.
     uring_recv: bool,
+    /// `--uring-accept`: io_uring's accept fast path.
+    uring_accept: bool,
 }
 
 /// The parsed command line of `__server`.
@@ -145,7 +148,7 @@ pub(crate) fn main(args: &[String]) -> ! {
 const USAGE: &str = "usage: weir-bench __server [--kind echo|http|bare-http] \
 [--rt weir|tokio|raw-epoll|raw-uring|busy-loop] [--flavor mt|ct] [--workers N] [--addr IP:PORT] [--cpu N] \
 [--min-wait-us N | --min-wait-adaptive-us N] [--busy-poll-us N] [--kernel-busy-poll U,B,P] \
-[--sharded] [--pin] [--uring-recv] [--backend epoll|mio|io_uring|auto]";
+[--sharded] [--pin] [--uring-recv] [--uring-accept] [--backend epoll|mio|io_uring|auto]";
 
 /// Prints `msg` and the usage line on stderr and exits with status 2.
 fn usage_error(msg: &str) -> ! {
@@ -212,7 +215,7 @@ fn parse(args: &[String]) -> Result<Config, String> {
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let flag = flag.as_str();
-        const FLAGS: [&str; 15] = [
+        const FLAGS: [&str; 16] = [
             "--kind",
             "--rt",
             "--flavor",
@@ -226,6 +229,7 @@ fn parse(args: &[String]) -> Result<Config, String> {
             "--sharded",
             "--pin",
             "--uring-recv",
+            "--uring-accept",
             "--backend",
             "--help",
         ];
@@ -253,6 +257,11 @@ fn parse(args: &[String]) -> Result<Config, String> {
             }
             "--uring-recv" => {
                 weir.uring_recv = true;
+                weir_only.push(flag);
+                continue;
+            }
+            "--uring-accept" => {
+                weir.uring_accept = true;
                 weir_only.push(flag);
                 continue;
             }

@@ -43,6 +43,9 @@ pub(super) fn run(cfg: &Config) -> ! {
     if cfg.weir.uring_recv {
         builder.io_uring_recv_multishot(true);
     }
+    if cfg.weir.uring_accept {
+        builder.io_uring_accept_multishot(true);
+    }
     if let Some(d) = cfg.weir.busy_poll {
         builder.busy_poll(d);
     }

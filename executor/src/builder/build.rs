@@ -10,8 +10,8 @@ use weir_reactor::os::linux::{KernelBusyPoll, ReactorHandleExt};
 use weir_reactor::{Backend, Driver, MinWait};
 
 use super::{
-    BACKEND_ENV, Builder, MAX_BUSY_POLL, MAX_MIN_WAIT, MAX_TIMER_SPIN, MAX_WORKERS, MIN_STACK_SIZE,
-    RECV_MULTISHOT_ENV,
+    ACCEPT_MULTISHOT_ENV, BACKEND_ENV, Builder, MAX_BUSY_POLL, MAX_MIN_WAIT, MAX_TIMER_SPIN,
+    MAX_WORKERS, MIN_STACK_SIZE, RECV_MULTISHOT_ENV,
 };
 use crate::blocking;
 use crate::compat::CompatRuntime;
@@ -160,34 +160,6 @@ impl Builder {
         }
     }
 
-    /// io_uring's receive fast path: [`Builder::io_uring_recv_multishot`], else
-    /// `WEIR_URING_RECV_MULTISHOT` (`1` or `0`), else off.
-    fn requested_recv_multishot(&self) -> io::Result<bool> {
-        if let Some(on) = self.recv_multishot {
-            return Ok(on);
-        }
-        match std::env::var(RECV_MULTISHOT_ENV) {
-            Err(std::env::VarError::NotPresent) => Ok(false),
-            Ok(v) if v == "1" => Ok(true),
-            Ok(v) if v == "0" || v.is_empty() => Ok(false),
-            Ok(v) => Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "invalid weir runtime configuration: {RECV_MULTISHOT_ENV} = {v:?}: \
-                     accepted values: 1, 0"
-                ),
-            )),
-            Err(std::env::VarError::NotUnicode(v)) => Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "invalid weir runtime configuration: {RECV_MULTISHOT_ENV} = {:?}: \
-                     accepted values: 1, 0",
-                    v.to_string_lossy()
-                ),
-            )),
-        }
-    }
-
     /// Builds the runtime: one reactor per worker, then (multi-thread) the worker threads.
     ///
     /// # Errors
@@ -199,7 +171,8 @@ impl Builder {
     pub fn build(&mut self) -> io::Result<Runtime> {
         let workers = self.validate()?;
         let (backend, strict) = self.requested_backend()?;
-        let recv_multishot = self.requested_recv_multishot()?;
+        let recv_multishot = switch(self.recv_multishot, RECV_MULTISHOT_ENV)?;
+        let accept_multishot = switch(self.accept_multishot, ACCEPT_MULTISHOT_ENV)?;
         let driver = |index, backend, backend_strict| {
             Driver::new(&weir_reactor::DriverConfig {
                 backend,
@@ -212,6 +185,7 @@ impl Builder {
                 pausable_clock: current_flavor(self.flavor),
                 start_paused: self.start_paused,
                 recv_multishot,
+                accept_multishot,
             })
         };
         // The first reactor resolves `Auto` and the fallback; the others get the backend it
@@ -271,6 +245,7 @@ impl Builder {
                 pausable_clock: false,
                 start_paused: false,
                 recv_multishot,
+                accept_multishot,
             }),
         };
         let (shared, cores) = Shared::new(config, drivers, pool, current);
@@ -419,6 +394,27 @@ fn worker_thread(shared: Arc<Shared>, core: Box<Core>, alive: AliveGuard, cpu: O
         worker::stop(&shared, core);
     }
     shared.config.hooks.thread_stop();
+}
+
+/// An on/off switch of the builder: the call's value, else the environment variable `env`
+/// (`1` on, `0` or empty off), else off.
+fn switch(set: Option<bool>, env: &str) -> io::Result<bool> {
+    if let Some(on) = set {
+        return Ok(on);
+    }
+    let bad = |v: &str| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("invalid weir runtime configuration: {env} = {v:?}: accepted values: 1, 0"),
+        )
+    };
+    match std::env::var(env) {
+        Err(std::env::VarError::NotPresent) => Ok(false),
+        Err(std::env::VarError::NotUnicode(v)) => Err(bad(&v.to_string_lossy())),
+        Ok(v) if v == "1" => Ok(true),
+        Ok(v) if v == "0" || v.is_empty() => Ok(false),
+        Ok(v) => Err(bad(&v)),
+    }
 }
 
 #[cfg(test)]

@@ -24,6 +24,10 @@ pub const BACKEND_ENV: &str = "WEIR_BACKEND";
 /// [`Builder::io_uring_recv_multishot`] was not called.
 pub const RECV_MULTISHOT_ENV: &str = "WEIR_URING_RECV_MULTISHOT";
 
+/// The environment variable that turns io_uring's accept fast path on (`1`) or off (`0`) when
+/// [`Builder::io_uring_accept_multishot`] was not called.
+pub const ACCEPT_MULTISHOT_ENV: &str = "WEIR_URING_ACCEPT_MULTISHOT";
+
 // The limits are shared with `#[weir::main]`, which checks its arguments against them.
 pub use weir_config::{MAX_BUSY_POLL, MAX_MIN_WAIT, MAX_TIMER_SPIN, MAX_WORKERS, MIN_STACK_SIZE};
 
@@ -53,6 +57,8 @@ pub struct Builder {
     backend_strict: bool,
     /// Set by [`Builder::io_uring_recv_multishot`]; `None`: `WEIR_URING_RECV_MULTISHOT`.
     recv_multishot: Option<bool>,
+    /// Set by [`Builder::io_uring_accept_multishot`]; `None`: `WEIR_URING_ACCEPT_MULTISHOT`.
+    accept_multishot: Option<bool>,
     thread_name: String,
     thread_stack_size: Option<usize>,
     event_interval: u32,
@@ -82,6 +88,7 @@ impl Builder {
             backend: None,
             backend_strict: false,
             recv_multishot: None,
+            accept_multishot: None,
             thread_name: "weir".to_string(),
             thread_stack_size: None,
             event_interval: 61,
@@ -205,6 +212,22 @@ impl Builder {
     /// refuses the buffer ring, the runtime warns once and polls as usual.
     pub fn io_uring_recv_multishot(&mut self, on: bool) -> &mut Builder {
         self.recv_multishot = Some(on);
+        self
+    }
+
+    /// On the io_uring backend, accepts the connections of TCP listeners with a multishot
+    /// accept that stays armed, instead of polling the listener for readiness and calling
+    /// `accept4(2)` (default: off, or what [`ACCEPT_MULTISHOT_ENV`]
+    /// (`WEIR_URING_ACCEPT_MULTISHOT`) says: `1` on, `0` off). No effect on the other
+    /// backends.
+    ///
+    /// The worker queues what the kernel accepts (at most 64 connections per listener; past
+    /// that the kernel's backlog holds them) and `accept` takes them from there, asking the
+    /// peer's address with `getpeername(2)`, since a multishot accept cannot return it. The
+    /// behaviour of `accept` is unchanged, including its back-off when the process runs out of
+    /// file descriptors.
+    pub fn io_uring_accept_multishot(&mut self, on: bool) -> &mut Builder {
+        self.accept_multishot = Some(on);
         self
     }
 
@@ -444,6 +467,7 @@ impl fmt::Debug for Builder {
             .field("backend", &self.backend)
             .field("backend_strict", &self.backend_strict)
             .field("recv_multishot", &self.recv_multishot)
+            .field("accept_multishot", &self.accept_multishot)
             .field("thread_name", &self.thread_name)
             .field("event_interval", &self.event_interval)
             .field("global_queue_interval", &self.global_queue_interval)

@@ -15,7 +15,7 @@ use slab::Slab;
 
 use super::{ReactorHandle, ScheduledIo};
 use crate::Interest;
-use crate::io::ReadAhead;
+use crate::io::{Ahead, SourceKind};
 use crate::sys::{Event, WAKE_TOKEN};
 
 /// The registered fds of one reactor (behind its mutex).
@@ -91,8 +91,8 @@ impl ReactorHandle {
         &self,
         fd: RawFd,
         interest: Interest,
-        stream: bool,
-    ) -> io::Result<(Arc<ScheduledIo>, u64, Option<Arc<ReadAhead>>)> {
+        kind: SourceKind,
+    ) -> io::Result<(Arc<ScheduledIo>, u64, Ahead)> {
         let inner = &*self.inner;
         let (io, tok) = {
             let mut set = inner.registrations.lock();
@@ -110,10 +110,12 @@ impl ReactorHandle {
             entry.insert(io.clone());
             (io, tok)
         };
-        let registered = if stream {
-            inner.registry.register_stream(fd, tok, interest)
-        } else {
-            inner.registry.register(fd, tok, interest).map(|()| None)
+        let registered = match kind {
+            SourceKind::Plain => inner
+                .registry
+                .register(fd, tok, interest)
+                .map(|()| Ahead::None),
+            _ => inner.registry.register_ahead(fd, tok, interest, kind),
         };
         match registered {
             Ok(read_ahead) => Ok((io, tok, read_ahead)),
@@ -124,10 +126,10 @@ impl ReactorHandle {
         }
     }
 
-    /// Asks the reactor's owner to receive again on a stream whose read-ahead was paused at its
-    /// high-water mark and has been read down.
-    pub(crate) fn resume_recv(&self, fd: RawFd) {
-        self.inner.registry.resume_recv(fd);
+    /// Asks the reactor's owner to receive (or accept) again on a source whose queue was
+    /// paused and has been read down.
+    pub(crate) fn resume_ahead(&self, fd: RawFd) {
+        self.inner.registry.resume_ahead(fd);
     }
 
     pub(crate) fn reregister_source(

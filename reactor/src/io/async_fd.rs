@@ -102,6 +102,21 @@ impl<T: AsRawFd> AsyncFd<T> {
         })
     }
 
+    /// Registers a **listening socket** for read readiness with the current reactor, or with
+    /// `handle`'s, as [`Registration::new_listener`] does: on io_uring with the accept fast
+    /// path, connections are accepted ahead and accepting must take them from
+    /// [`Registration::take_accepted`] first.
+    ///
+    /// # Errors
+    /// As [`new`](Self::new).
+    pub fn listener(inner: T, handle: Option<&ReactorHandle>) -> io::Result<AsyncFd<T>> {
+        let reg = Registration::new_listener(inner.as_raw_fd(), handle)?;
+        Ok(AsyncFd {
+            reg,
+            inner: Some(inner),
+        })
+    }
+
     /// The inner value.
     pub fn get_ref(&self) -> &T {
         self.inner.as_ref().expect("inner taken only by into_inner")

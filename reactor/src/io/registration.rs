@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use super::ReadyEvent;
+use super::accept_queue::{AcceptQueue, Accepted};
 use super::read_ahead::{ReadAhead, Taken};
+use super::{Ahead, SourceKind};
 use crate::driver::{ScheduledIo, gone};
 use crate::{Direction, Interest, ReactorHandle, Ready, coop};
 
@@ -27,6 +29,8 @@ pub struct Registration {
     token: u64,
     /// Bytes received ahead by the reactor (a stream on io_uring with the receive fast path).
     read_ahead: Option<Arc<ReadAhead>>,
+    /// Connections accepted ahead (a listener on io_uring with the accept fast path).
+    accept_queue: Option<Arc<AcceptQueue>>,
 }
 
 impl Registration {
@@ -51,7 +55,7 @@ impl Registration {
         interest: Interest,
         handle: &ReactorHandle,
     ) -> io::Result<Registration> {
-        Registration::build(fd, interest, handle, false)
+        Registration::build(fd, interest, handle, SourceKind::Plain)
     }
 
     /// Registers a **stream socket** `fd` (TCP, Unix stream) with the reactor of the current
@@ -65,7 +69,7 @@ impl Registration {
     /// As [`new`](Self::new).
     pub fn new_stream(fd: RawFd, interest: Interest) -> io::Result<Registration> {
         let handle = ReactorHandle::current_or_fallback()?;
-        Registration::build(fd, interest, &handle, true)
+        Registration::build(fd, interest, &handle, SourceKind::Stream)
     }
 
     /// [`new_stream`](Self::new_stream) with a given reactor.
@@ -77,22 +81,65 @@ impl Registration {
         interest: Interest,
         handle: &ReactorHandle,
     ) -> io::Result<Registration> {
-        Registration::build(fd, interest, handle, true)
+        Registration::build(fd, interest, handle, SourceKind::Stream)
+    }
+
+    /// Registers a **listening socket** `fd` for read readiness with the reactor of the current
+    /// thread, or with `handle`'s. On the io_uring backend with the accept fast path on
+    /// ([`DriverConfig::accept_multishot`](crate::DriverConfig::accept_multishot)) the reactor
+    /// then accepts connections ahead into a bounded queue, and accepting must take them from
+    /// [`take_accepted`](Self::take_accepted) first; elsewhere this is [`new`](Self::new).
+    ///
+    /// # Errors
+    /// As [`new`](Self::new).
+    pub fn new_listener(fd: RawFd, handle: Option<&ReactorHandle>) -> io::Result<Registration> {
+        match handle {
+            Some(h) => Registration::build(fd, Interest::READABLE, h, SourceKind::Listener),
+            None => {
+                let h = ReactorHandle::current_or_fallback()?;
+                Registration::build(fd, Interest::READABLE, &h, SourceKind::Listener)
+            }
+        }
     }
 
     fn build(
         fd: RawFd,
         interest: Interest,
         handle: &ReactorHandle,
-        stream: bool,
+        kind: SourceKind,
     ) -> io::Result<Registration> {
-        let (shared, token, read_ahead) = handle.add_source(fd, interest, stream)?;
+        let (shared, token, ahead) = handle.add_source(fd, interest, kind)?;
+        let (read_ahead, accept_queue) = match ahead {
+            Ahead::None => (None, None),
+            Ahead::Read(ra) => (Some(ra), None),
+            Ahead::Accept(q) => (None, Some(q)),
+        };
         Ok(Registration {
             handle: handle.clone(),
             shared,
             token,
             read_ahead,
+            accept_queue,
         })
+    }
+
+    /// The connections the reactor accepted ahead for this listener, if it does
+    /// ([`new_listener`](Self::new_listener)).
+    pub fn accept_queue(&self) -> Option<&AcceptQueue> {
+        self.accept_queue.as_deref()
+    }
+
+    /// Takes a connection the reactor accepted ahead (non-blocking, close-on-exec), or the
+    /// error that ended its accepting, or `WouldBlock` when none is queued: wait for read
+    /// readiness then. Returns `None` when this registration has no accept queue: the caller
+    /// then calls `accept4(2)` itself.
+    pub fn take_accepted(&self) -> Option<io::Result<std::os::fd::OwnedFd>> {
+        let q = self.accept_queue.as_ref()?;
+        let Accepted { result, resume } = q.take();
+        if resume {
+            self.handle.resume_ahead(q.fd());
+        }
+        Some(result)
     }
 
     /// The bytes the reactor received ahead for this stream, if it does
@@ -116,7 +163,7 @@ impl Registration {
         let ra = self.read_ahead.as_ref()?;
         let Taken { result, resume } = ra.take(consume, copy);
         if resume {
-            self.handle.resume_recv(ra.fd());
+            self.handle.resume_ahead(ra.fd());
         }
         Some(result)
     }

@@ -44,9 +44,7 @@ use std::io;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
-use std::sync::Arc;
-
-use crate::io::ReadAhead;
+use crate::io::{Ahead, SourceKind};
 use crate::{Interest, Ready};
 
 pub(crate) mod choice;
@@ -119,6 +117,8 @@ pub(crate) struct SysConfig {
     pub(crate) max_events: usize,
     /// io_uring: receive stream sockets' bytes with a multishot receive into provided buffers.
     pub(crate) recv_multishot: bool,
+    /// io_uring: accept listeners' connections with a multishot accept.
+    pub(crate) accept_multishot: bool,
 }
 
 /// What a backend can do beyond the minimum of the contract. See the checklist in the
@@ -161,21 +161,23 @@ pub(crate) trait Registry: Send + Sync {
     /// A backend without [`Capabilities::stealing`] returns `Ok(0)` and appends nothing.
     fn steal(&self, out: &mut Vec<Event>, max: usize) -> io::Result<usize>;
 
-    /// Registers a stream socket: as [`register`](Self::register), unless the backend receives
-    /// the stream's bytes itself (io_uring's receive fast path), in which case it returns the
-    /// queue they arrive in and reports read readiness when it queues something.
-    fn register_stream(
+    /// Registers a stream socket or a listener: as [`register`](Self::register), unless the
+    /// backend receives the stream's bytes (or accepts the listener's connections) itself —
+    /// io_uring's fast paths — in which case it returns the queue they arrive in and reports
+    /// read readiness when it queues something.
+    fn register_ahead(
         &self,
         fd: RawFd,
         token: u64,
         interest: Interest,
-    ) -> io::Result<Option<Arc<ReadAhead>>> {
-        self.register(fd, token, interest).map(|()| None)
+        _kind: SourceKind,
+    ) -> io::Result<Ahead> {
+        self.register(fd, token, interest).map(|()| Ahead::None)
     }
 
-    /// A reader has drained the read-ahead of `fd`, which was paused at its high-water mark:
-    /// receive again. Backends without read-ahead do nothing.
-    fn resume_recv(&self, _fd: RawFd) {}
+    /// A reader has drained the queue of `fd`, which was paused (high-water mark, an accept
+    /// error): receive or accept again. Backends without fast paths do nothing.
+    fn resume_ahead(&self, _fd: RawFd) {}
 }
 
 /// The owner's half of a backend: used by the one thread that waits on the reactor.
@@ -271,28 +273,29 @@ impl AnyRegistry {
         }
     }
 
-    pub(crate) fn register_stream(
+    pub(crate) fn register_ahead(
         &self,
         fd: RawFd,
         token: u64,
         interest: Interest,
-    ) -> io::Result<Option<Arc<ReadAhead>>> {
+        kind: SourceKind,
+    ) -> io::Result<Ahead> {
         match self {
             #[cfg(target_os = "linux")]
-            AnyRegistry::Epoll(r) => Registry::register_stream(r, fd, token, interest),
-            AnyRegistry::Mio(r) => Registry::register_stream(r, fd, token, interest),
+            AnyRegistry::Epoll(r) => Registry::register_ahead(r, fd, token, interest, kind),
+            AnyRegistry::Mio(r) => Registry::register_ahead(r, fd, token, interest, kind),
             #[cfg(target_os = "linux")]
-            AnyRegistry::IoUring(r) => Registry::register_stream(r, fd, token, interest),
+            AnyRegistry::IoUring(r) => Registry::register_ahead(r, fd, token, interest, kind),
         }
     }
 
-    pub(crate) fn resume_recv(&self, fd: RawFd) {
+    pub(crate) fn resume_ahead(&self, fd: RawFd) {
         match self {
             #[cfg(target_os = "linux")]
-            AnyRegistry::Epoll(r) => Registry::resume_recv(r, fd),
-            AnyRegistry::Mio(r) => Registry::resume_recv(r, fd),
+            AnyRegistry::Epoll(r) => Registry::resume_ahead(r, fd),
+            AnyRegistry::Mio(r) => Registry::resume_ahead(r, fd),
             #[cfg(target_os = "linux")]
-            AnyRegistry::IoUring(r) => Registry::resume_recv(r, fd),
+            AnyRegistry::IoUring(r) => Registry::resume_ahead(r, fd),
         }
     }
 

@@ -18,7 +18,7 @@ use std::task::{Context, Poll, ready};
 use parking_lot::Mutex;
 use socket2::SockAddr;
 use weir_reactor::time::{Sleep, sleep};
-use weir_reactor::{AsyncFd, Direction, Interest, ReactorHandle, ReadyEvent};
+use weir_reactor::{AsyncFd, Direction, ReactorHandle, ReadyEvent};
 
 use self::backoff::{Exhaustion, Failure, classify};
 use self::incoming::AcceptStd;
@@ -135,10 +135,7 @@ impl TcpListener {
         std: std::net::TcpListener,
         handle: Option<&ReactorHandle>,
     ) -> io::Result<TcpListener> {
-        let io = match handle {
-            Some(h) => AsyncFd::with_handle(std, Interest::READABLE, h)?,
-            None => AsyncFd::with_interest(std, Interest::READABLE)?,
-        };
+        let io = AsyncFd::listener(std, handle)?;
         Ok(TcpListener {
             io,
             poll_backoff: Mutex::new(None),
@@ -301,9 +298,23 @@ impl TcpListener {
         }
     }
 
-    /// One `accept4(2)`: non-blocking, close-on-exec.
+    /// One `accept4(2)`: non-blocking, close-on-exec. On io_uring's accept fast path, a
+    /// connection the reactor accepted ahead instead, with its peer's address from
+    /// `getpeername(2)`.
     fn accept_raw(&self) -> io::Result<(std::net::TcpStream, SocketAddr)> {
         self.exhaustion.attempts.fetch_add(1, Ordering::Relaxed);
+        if let Some(accepted) = self.io.registration().take_accepted() {
+            let stream = std::net::TcpStream::from(accepted?);
+            let peer = stream.peer_addr().map_err(|e| {
+                // Reset before we asked: gone from the queue, as `accept4` would skip it.
+                if e.raw_os_error() == Some(libc::ENOTCONN) {
+                    io::Error::from_raw_os_error(libc::ECONNABORTED)
+                } else {
+                    e
+                }
+            })?;
+            return Ok((stream, peer));
+        }
         let fd = self.io.as_raw_fd();
         // SAFETY: `try_init` passes a pointer to zeroed `sockaddr_storage` and a pointer to its
         // size, both valid for the call; `accept4` writes at most that many bytes and updates

@@ -123,7 +123,7 @@ use parking_lot::Mutex;
 use super::epoll::interest_to_poll;
 use super::{Capabilities, Event, SysConfig};
 use crate::Interest;
-use crate::io::ReadAhead;
+use crate::io::{AcceptQueue, Ahead, ReadAhead, SourceKind};
 
 mod bufs;
 mod inbox;
@@ -149,11 +149,12 @@ enum Op {
         fd: RawFd,
         token: u64,
         mask: u32,
-        /// The receive fast path: bytes go into this queue instead of a read-readiness poll.
-        ra: Option<Arc<ReadAhead>>,
+        /// A fast path: bytes (connections) go into this queue instead of a read-readiness
+        /// poll.
+        queue: Ahead,
     },
-    /// A reader drained the paused read-ahead of `fd`.
-    ResumeRecv {
+    /// A reader drained the paused queue of `fd`.
+    ResumeAhead {
         fd: RawFd,
     },
     Reregister {
@@ -212,12 +213,14 @@ pub(crate) struct Registry {
     /// Wake handle, watched by a multishot poll on the ring.
     eventfd: OwnedFd,
     inbox: Inbox<Op>,
-    /// Registered fds, for `epoll_ctl`'s immediate errors, each with whether it is on the
-    /// receive fast path; ops are pushed while it is locked, so the inbox's order is the order
-    /// of these checks.
+    /// Registered fds, for `epoll_ctl`'s immediate errors, each with whether it is on a fast
+    /// path; ops are pushed while it is locked, so the inbox's order is the order of these
+    /// checks.
     fds: Mutex<HashMap<RawFd, bool>>,
     /// The receive fast path is on (asked for, and the kernel took the buffer ring).
     recv_multishot: bool,
+    /// The accept fast path is on.
+    accept_multishot: bool,
     /// Set by [`wake`](crate::sys::Registry::wake): the next wake-handle completion is the driver's wake-up.
     woken: AtomicBool,
     /// The ring's issuer thread (none before the ring is enabled) and a duplicate of the
@@ -395,19 +398,25 @@ impl super::Registry for Registry {
             fd,
             token,
             mask,
-            ra: None,
+            queue: Ahead::None,
         });
         Ok(())
     }
 
-    fn register_stream(
+    fn register_ahead(
         &self,
         fd: RawFd,
         token: u64,
         interest: Interest,
-    ) -> io::Result<Option<Arc<ReadAhead>>> {
-        if !self.recv_multishot || !interest.is_readable() {
-            return super::Registry::register(self, fd, token, interest).map(|()| None);
+        kind: SourceKind,
+    ) -> io::Result<Ahead> {
+        let on = match kind {
+            SourceKind::Stream => self.recv_multishot,
+            SourceKind::Listener => self.accept_multishot,
+            SourceKind::Plain => false,
+        };
+        if !on || !interest.is_readable() {
+            return super::Registry::register(self, fd, token, interest).map(|()| Ahead::None);
         }
         check_pollable(fd)?;
         let mut fds = self.fds.lock();
@@ -415,21 +424,24 @@ impl super::Registry for Registry {
             return Err(io::Error::from_raw_os_error(libc::EEXIST));
         }
         fds.insert(fd, true);
-        let ra = Arc::new(ReadAhead::new(fd));
+        let queue = match kind {
+            SourceKind::Listener => Ahead::Accept(Arc::new(AcceptQueue::new(fd))),
+            _ => Ahead::Read(Arc::new(ReadAhead::new(fd))),
+        };
         let mask = interest_to_poll(interest);
         self.push(Op::Register {
             fd,
             token,
             mask,
-            ra: Some(ra.clone()),
+            queue: queue.clone(),
         });
-        Ok(Some(ra))
+        Ok(queue)
     }
 
-    fn resume_recv(&self, fd: RawFd) {
+    fn resume_ahead(&self, fd: RawFd) {
         let fds = self.fds.lock();
         if fds.get(&fd) == Some(&true) {
-            self.push(Op::ResumeRecv { fd });
+            self.push(Op::ResumeAhead { fd });
         }
     }
 
@@ -440,8 +452,8 @@ impl super::Registry for Registry {
             Some(true) => {
                 return Err(io::Error::new(
                     io::ErrorKind::Unsupported,
-                    "a stream whose bytes the io_uring reactor receives ahead cannot change \
-                     its interest",
+                    "a source on an io_uring fast path (bytes received or connections \
+                     accepted ahead) cannot change its interest",
                 ));
             }
             Some(false) => {}
@@ -562,6 +574,7 @@ impl super::Selector for Selector {
             inbox: Inbox::new(),
             fds: Mutex::new(HashMap::new()),
             recv_multishot: bufs.is_some(),
+            accept_multishot: cfg.accept_multishot,
             woken: AtomicBool::new(false),
             issuer: issuer.clone(),
             napi: Mutex::new((None, false)),

@@ -19,10 +19,17 @@
 //! (`ENOBUFS`, an overflow), stopped at the queue's high-water mark (cancelled, and armed again
 //! once a reader has drained the queue), and ends for good with the end of the stream (a
 //! zero-length completion) or an error, both of which the queue reports after its bytes.
+//!
+//! # The accept fast path
+//!
+//! A listener registered with an accept queue gets a multishot accept instead: each completion
+//! is a new socket (non-blocking, close-on-exec), queued for `accept`. It stops at the queue's
+//! high-water mark like a receive; an error that ends it (`EMFILE` and its kin) is queued for
+//! the reader, who has the owner accept again after its back-off. `ECONNABORTED` and the like
+//! only re-arm it.
 
 use std::collections::HashMap;
-use std::os::fd::RawFd;
-use std::sync::Arc;
+use std::os::fd::{FromRawFd, RawFd};
 
 use io_uring::{opcode, squeue, types};
 use slab::Slab;
@@ -31,23 +38,42 @@ use super::bufs::{BGID, BufRing};
 use super::ring::Ring;
 use super::user_data::{self, GENERATION_MASK, Kind};
 use crate::Ready;
-use crate::io::ReadAhead;
+use crate::io::Ahead;
 use crate::sys::epoll::poll_to_ready;
 use crate::sys::{Event, WAKE_TOKEN};
 
 /// `poll(2)` bits a receive replaces: read readiness and the peer's shutdown.
 const RECV_BITS: u32 = (libc::POLLIN | libc::POLLRDNORM | libc::POLLRDHUP) as u32;
 
-/// The multishot receive of a stream on the fast path.
+/// The multishot receive (or accept) of a registration on a fast path.
 #[derive(Debug)]
-struct Recv {
-    ra: Arc<ReadAhead>,
-    /// A receive is in flight (armed, or cancelled and its final completion not in yet).
+struct Fast {
+    /// The queue it fills: never `Ahead::None`.
+    queue: Ahead,
+    /// The request is in flight (armed, or cancelled and its final completion not in yet).
     live: bool,
-    /// Stopped at the read-ahead's high-water mark, until a reader drains it.
+    /// Stopped (the queue's high-water mark, an accept error) until a reader drains it.
     paused: bool,
-    /// Ended for good: the end of the stream or an error is in the queue.
+    /// Ended for good: the end of the stream or a receive error is in the queue.
     done: bool,
+}
+
+impl Fast {
+    fn resume_asked(&self) -> bool {
+        match &self.queue {
+            Ahead::Read(q) => q.resume_asked(),
+            Ahead::Accept(q) => q.resume_asked(),
+            Ahead::None => false,
+        }
+    }
+
+    fn resumed(&self) {
+        match &self.queue {
+            Ahead::Read(q) => q.resumed(),
+            Ahead::Accept(q) => q.resumed(),
+            Ahead::None => {}
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -65,7 +91,7 @@ struct Slot {
     /// The kernel refused the poll (e.g. `EBADF`): the registration was told with an error
     /// readiness; nothing is re-armed.
     failed: bool,
-    recv: Option<Recv>,
+    recv: Option<Fast>,
 }
 
 /// Every registration of one ring.
@@ -86,10 +112,16 @@ fn poll_entry(fd: RawFd, mask: u32, user_data: u64) -> squeue::Entry {
         .user_data(user_data)
 }
 
-fn recv_entry(fd: RawFd, user_data: u64) -> squeue::Entry {
-    opcode::RecvMulti::new(types::Fd(fd), BGID)
-        .build()
-        .user_data(user_data)
+fn fast_entry(fd: RawFd, queue: &Ahead, user_data: u64) -> squeue::Entry {
+    match queue {
+        Ahead::Accept(_) => opcode::AcceptMulti::new(types::Fd(fd))
+            .flags(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC)
+            .build()
+            .user_data(user_data),
+        _ => opcode::RecvMulti::new(types::Fd(fd), BGID)
+            .build()
+            .user_data(user_data),
+    }
 }
 
 fn cancel_entry(target: u64) -> squeue::Entry {
@@ -109,7 +141,7 @@ impl Slot {
     }
 
     fn recv_data(&self, index: usize) -> u64 {
-        user_data::recv(index as u32, self.generation)
+        user_data::fast(index as u32, self.generation)
     }
 
     /// Does any request of this slot still await its final completion?
@@ -124,10 +156,10 @@ impl Slot {
         if let Some(r) = self.recv.as_mut() {
             if r.paused {
                 r.paused = false;
-                r.ra.resumed();
+                r.resumed();
             }
             r.live = true;
-            ring.push(recv_entry(fd, ud));
+            ring.push(fast_entry(fd, &r.queue, ud));
         }
     }
 }
@@ -143,17 +175,10 @@ impl Polls {
         self.slots.len()
     }
 
-    fn insert(
-        &mut self,
-        fd: RawFd,
-        token: u64,
-        mask: u32,
-        ra: Option<Arc<ReadAhead>>,
-        ring: &mut Ring,
-    ) {
+    fn insert(&mut self, fd: RawFd, token: u64, mask: u32, queue: Ahead, ring: &mut Ring) {
         let generation = self.next_generation;
         self.next_generation = (generation + 1) & GENERATION_MASK;
-        let has_recv = ra.is_some();
+        let has_recv = !matches!(queue, Ahead::None);
         let mask = if has_recv { mask & !RECV_BITS } else { mask };
         let index = self.slots.insert(Slot {
             fd,
@@ -163,8 +188,8 @@ impl Polls {
             cancelling: false,
             poll_live: true,
             failed: false,
-            recv: ra.map(|ra| Recv {
-                ra,
+            recv: has_recv.then_some(Fast {
+                queue,
                 live: false,
                 paused: false,
                 done: false,
@@ -178,20 +203,20 @@ impl Polls {
         self.by_fd.insert(fd, index);
     }
 
-    /// Starts polling `fd` for `mask`, reporting under `token`; with `ra`, its bytes are
-    /// received into that queue instead of polled for.
+    /// Starts polling `fd` for `mask`, reporting under `token`; with a `queue`, its bytes are
+    /// received (or its connections accepted) into that queue instead of polled for.
     pub(super) fn register(
         &mut self,
         fd: RawFd,
         token: u64,
         mask: u32,
-        ra: Option<Arc<ReadAhead>>,
+        queue: Ahead,
         ring: &mut Ring,
     ) {
         // The registry refuses a second registration of an fd; should one slip through (an
         // fd closed and reused without deregistration), the old requests are cancelled.
         self.deregister(fd, ring);
-        self.insert(fd, token, mask, ra, ring);
+        self.insert(fd, token, mask, queue, ring);
     }
 
     /// Replaces the poll of `fd` with one for `mask` under `token`. The old poll is cancelled
@@ -200,7 +225,7 @@ impl Polls {
     /// path.)
     pub(super) fn reregister(&mut self, fd: RawFd, token: u64, mask: u32, ring: &mut Ring) {
         self.deregister(fd, ring);
-        self.insert(fd, token, mask, None, ring);
+        self.insert(fd, token, mask, Ahead::None, ring);
     }
 
     /// Stops reporting `fd`: cancels its requests (the slot stays until their final
@@ -226,9 +251,9 @@ impl Polls {
         }
     }
 
-    /// A reader drained the read-ahead of `fd`, paused at its high-water mark: receive again
-    /// (at once if the stopped receive has ended, else at its final completion).
-    pub(super) fn resume_recv(&mut self, fd: RawFd, ring: &mut Ring) {
+    /// A reader drained the paused queue of `fd`: receive or accept again (at once if the
+    /// stopped request has ended, else at its final completion).
+    pub(super) fn resume(&mut self, fd: RawFd, ring: &mut Ring) {
         let Some(&index) = self.by_fd.get(&fd) else {
             return;
         };
@@ -269,7 +294,7 @@ impl Polls {
             }
             if let Some(r) = slot.recv.as_mut() {
                 r.live = false;
-                if !r.done && (!r.paused || r.ra.resume_asked()) {
+                if !r.done && (!r.paused || r.resume_asked()) {
                     slot.arm_recv(index, ring);
                 }
             }
@@ -308,7 +333,7 @@ impl Polls {
             Kind::Poll { index, generation } => {
                 self.complete_poll(index as usize, generation, res, more, ring, out)
             }
-            Kind::Recv { index, generation } => {
+            Kind::Fast { index, generation } => {
                 let bid = io_uring::cqueue::buffer_select(flags);
                 self.complete_recv(index as usize, generation, res, more, bid, bufs, ring, out)
             }
@@ -396,23 +421,41 @@ impl Polls {
             .slots
             .get_mut(index)
             .filter(|s| s.generation == generation && s.recv.is_some());
-        // The bytes first, whatever became of the slot: a buffer always goes back.
+        // What the completion carries first, whatever became of the slot: a buffer always goes
+        // back, an accepted socket always gets an owner (the queue, or its drop here).
         let mut high = false;
+        let queue = slot
+            .as_ref()
+            .and_then(|s| s.recv.as_ref())
+            .map(|r| &r.queue);
         if let (Some(bid), Some(bufs)) = (bid, bufs) {
             if res > 0
-                && let Some(slot) = &slot
-                && let Some(r) = &slot.recv
+                && let Some(Ahead::Read(q)) = queue
             {
-                high = r.ra.push(bufs.get(bid, res as usize));
+                high = q.push(bufs.get(bid, res as usize));
             }
             bufs.recycle(bid);
         }
+        if res >= 0
+            && let Some(Ahead::Accept(q)) = queue
+        {
+            // SAFETY: a multishot accept's result is a new fd that nothing else owns.
+            high = q.push(unsafe { std::os::fd::OwnedFd::from_raw_fd(res) });
+        }
         let Some(slot) = slot else {
+            // No slot is freed before its requests' final completions, so this does not
+            // happen; should it, a positive result without a buffer is an accepted socket
+            // nobody will take: close it.
+            if res > 0 && bid.is_none() {
+                // SAFETY: as above; nobody else knows this fd.
+                drop(unsafe { std::os::fd::OwnedFd::from_raw_fd(res) });
+            }
             return;
         };
         let token = slot.token;
         let cancelling = slot.cancelling;
         let r = slot.recv.as_mut().expect("filtered above");
+        let accept = matches!(r.queue, Ahead::Accept(_));
         if !more {
             r.live = false;
         }
@@ -422,8 +465,8 @@ impl Polls {
             }
             return;
         }
-        let ended_by_kernel = |r: &Recv| !r.live && (!r.paused || r.ra.resume_asked());
-        if res > 0 {
+        let ended_by_kernel = |r: &Fast| !r.live && (!r.paused || r.resume_asked());
+        if res > 0 || (accept && res >= 0) {
             out.push(Event {
                 token,
                 ready: Ready::READABLE,
@@ -431,9 +474,9 @@ impl Polls {
             if high {
                 r.paused = true;
                 if r.live {
-                    // Stop receiving: the socket's buffer holds the rest until a reader
-                    // drains the queue.
-                    ring.push(cancel_entry(user_data::recv(index as u32, generation)));
+                    // Stop: the socket's buffer (the listener's backlog) holds the rest until a
+                    // reader drains the queue.
+                    ring.push(cancel_entry(user_data::fast(index as u32, generation)));
                 }
             }
             if ended_by_kernel(r) {
@@ -441,25 +484,44 @@ impl Polls {
                 self.rearms += 1;
             }
         } else if res == 0 {
-            r.ra.set_eof();
+            if let Ahead::Read(q) = &r.queue {
+                q.set_eof();
+            }
             r.done = true;
             out.push(Event {
                 token,
                 ready: Ready::READABLE | Ready::READ_CLOSED,
             });
-        } else if res == -libc::ENOBUFS || res == -libc::ECANCELED {
-            // Out of buffers (they are back by the next enter), ended by the kernel, or our own
-            // stop at the high-water mark (armed again if a reader has asked meanwhile).
+        } else if matches!(-res, libc::ENOBUFS | libc::ECANCELED)
+            || (accept && matches!(-res, libc::ECONNABORTED | libc::EINTR | libc::EAGAIN))
+        {
+            // Out of buffers (they are back by the next enter), ended by the kernel, a
+            // connection gone from the backlog, or our own stop at the high-water mark (armed
+            // again if a reader has asked meanwhile).
             if ended_by_kernel(r) {
                 slot.arm_recv(index, ring);
                 self.rearms += 1;
             }
         } else if !more {
-            r.ra.set_error(-res);
-            r.done = true;
+            match &r.queue {
+                Ahead::Read(q) => {
+                    q.set_error(-res);
+                    r.done = true;
+                }
+                // Resumable: the reader takes the error, backs off, and has us accept again.
+                Ahead::Accept(q) => {
+                    q.set_error(-res);
+                    r.paused = true;
+                }
+                Ahead::None => {}
+            }
             out.push(Event {
                 token,
-                ready: Ready::READABLE | Ready::READ_CLOSED | Ready::ERROR,
+                ready: if accept {
+                    Ready::READABLE
+                } else {
+                    Ready::READABLE | Ready::READ_CLOSED | Ready::ERROR
+                },
             });
         }
     }

@@ -3,7 +3,7 @@
 //! belongs to.
 //!
 //! ```text
-//! bits 63..62  kind: 0 = poll, 1 = wake poll, 2 = cancel, 3 = receive (fast path)
+//! bits 63..62  kind: 0 = poll, 1 = wake poll, 2 = cancel, 3 = fast path (multishot receive or accept)
 //! bits 61..32  generation of the poll slot (30 bits)
 //! bits 31..0   index of the poll slot
 //! ```
@@ -23,16 +23,16 @@ pub(super) enum Kind {
     Wake,
     /// An `ASYNC_CANCEL` request (its completion carries nothing we need).
     Cancel,
-    /// A registration's multishot receive (the receive fast path): its slot's index and
+    /// A registration's fast-path request (multishot receive or accept): its slot's index and
     /// generation.
-    Recv { index: u32, generation: u32 },
+    Fast { index: u32, generation: u32 },
 }
 
 const KIND_SHIFT: u32 = 62;
 const POLL: u64 = 0;
 const WAKE: u64 = 1;
 const CANCEL: u64 = 2;
-const RECV: u64 = 3;
+const FAST: u64 = 3;
 /// Generations wrap at this many bits.
 pub(super) const GENERATION_MASK: u32 = (1 << 30) - 1;
 
@@ -40,8 +40,8 @@ pub(super) fn poll(index: u32, generation: u32) -> u64 {
     (POLL << KIND_SHIFT) | (u64::from(generation & GENERATION_MASK) << 32) | u64::from(index)
 }
 
-pub(super) fn recv(index: u32, generation: u32) -> u64 {
-    (RECV << KIND_SHIFT) | (u64::from(generation & GENERATION_MASK) << 32) | u64::from(index)
+pub(super) fn fast(index: u32, generation: u32) -> u64 {
+    (FAST << KIND_SHIFT) | (u64::from(generation & GENERATION_MASK) << 32) | u64::from(index)
 }
 
 pub(super) const WAKE_POLL: u64 = WAKE << KIND_SHIFT;
@@ -54,7 +54,7 @@ pub(super) fn decode(user_data: u64) -> Kind {
             generation: (user_data >> 32) as u32 & GENERATION_MASK,
         },
         WAKE => Kind::Wake,
-        RECV => Kind::Recv {
+        FAST => Kind::Fast {
             index: user_data as u32,
             generation: (user_data >> 32) as u32 & GENERATION_MASK,
         },
@@ -80,8 +80,8 @@ mod tests {
         assert_eq!(decode(WAKE_POLL), Kind::Wake);
         assert_eq!(decode(CANCEL_REQ), Kind::Cancel);
         assert_eq!(
-            decode(recv(9, 5)),
-            Kind::Recv {
+            decode(fast(9, 5)),
+            Kind::Fast {
                 index: 9,
                 generation: 5
             }

@@ -61,9 +61,9 @@ impl Selector {
                     fd,
                     token,
                     mask,
-                    ra,
-                } => self.polls.register(fd, token, mask, ra, &mut self.ring),
-                Op::ResumeRecv { fd } => self.polls.resume_recv(fd, &mut self.ring),
+                    queue,
+                } => self.polls.register(fd, token, mask, queue, &mut self.ring),
+                Op::ResumeAhead { fd } => self.polls.resume(fd, &mut self.ring),
                 Op::Reregister { fd, token, mask } => {
                     self.polls.reregister(fd, token, mask, &mut self.ring)
                 }
