@@ -115,6 +115,7 @@ fn sharded_accept_keeps_each_napi_id_on_one_worker() {
     sharded_accept_keeps_each_napi_id_on_one_worker_on(
         "sharded_accept_keeps_each_napi_id_on_one_worker",
         Backend::Epoll,
+        false,
     );
 }
 
@@ -125,10 +126,23 @@ fn sharded_accept_keeps_each_napi_id_on_one_worker_uring() {
     if let Some(why) = common::uring_unavailable() {
         return common::skip(test, why);
     }
-    sharded_accept_keeps_each_napi_id_on_one_worker_on(test, Backend::IoUring);
+    sharded_accept_keeps_each_napi_id_on_one_worker_on(test, Backend::IoUring, false);
 }
 
-fn sharded_accept_keeps_each_napi_id_on_one_worker_on(test: &str, backend: Backend) {
+/// On io_uring with kernel busy poll (`IORING_REGISTER_NAPI`, read back per worker) and both
+/// completion fast paths (multishot accept and receive), over real NAPI ids.
+#[test]
+fn sharded_accept_with_kernel_busy_poll_and_fast_paths_uring() {
+    let test = "sharded_accept_with_kernel_busy_poll_and_fast_paths_uring";
+    if let Some(why) = common::uring_unavailable() {
+        return common::skip(test, why);
+    }
+    sharded_accept_keeps_each_napi_id_on_one_worker_on(test, Backend::IoUring, true);
+}
+
+/// `busy`: kernel busy poll (strict, read back on every worker) and, on io_uring, the receive
+/// and accept fast paths.
+fn sharded_accept_keeps_each_napi_id_on_one_worker_on(test: &str, backend: Backend, busy: bool) {
     let Some(lab) = Lab::up_or_skip(test, 2) else {
         return;
     };
@@ -139,12 +153,26 @@ fn sharded_accept_keeps_each_napi_id_on_one_worker_on(test: &str, backend: Backe
     let srv_ns = lab.srv();
     let server = thread::spawn(move || {
         enter_netns(&srv_ns);
-        let rt = Builder::new_multi_thread()
-            .workers(2)
-            .backend(backend)
-            .backend_strict(true)
-            .build()
-            .expect("runtime");
+        let mut b = Builder::new_multi_thread();
+        b.workers(2).backend(backend).backend_strict(true);
+        // io_uring's IORING_REGISTER_NAPI has no budget.
+        let want = KernelBusyPoll {
+            usecs: 50,
+            budget: if backend == Backend::IoUring { 0 } else { 8 },
+            prefer: true,
+        };
+        if busy {
+            b.kernel_busy_poll(want.usecs, want.budget, want.prefer)
+                .kernel_busy_poll_strict(true)
+                .io_uring_recv_multishot(true)
+                .io_uring_accept_multishot(true);
+        }
+        let rt = b.build().expect("runtime");
+        if busy {
+            for w in 0..2 {
+                assert_eq!(rt.handle().kernel_busy_poll(w).unwrap(), want, "worker {w}");
+            }
+        }
         rt.block_on(async move {
             let listener = ShardedListener::bind("198.18.0.1:0").await.expect("bind");
             addr_tx.send(listener.local_addr()).unwrap();

@@ -5,7 +5,7 @@
 //! (multiplies the sample counts), `--set classic|user` (which cases run; default `classic`),
 //! `--workers N|all` (workers of the `mt` flavour, `all` = available CPUs; default 2),
 //! `--timer-spin US` (weir only: `Builder::timer_spin`, the most a timer-bound wait may spin;
-//! default the runtime's).
+//! default the runtime's), `--backend io_uring` (weir only: the io_uring backend, strictly).
 //!
 //! `--rt busy-loop` is the host's floor, no runtime at all: each "sleep" busy-waits on the
 //! clock until its deadline, on the calling thread (`main's body`) or on one spawned thread
@@ -110,7 +110,13 @@ enum Set {
 pub(super) fn run(argv: &[String]) -> Result<Output, String> {
     let a = args::parse(
         argv,
-        &["--samples-scale", "--set", "--workers", "--timer-spin"],
+        &[
+            "--samples-scale",
+            "--set",
+            "--workers",
+            "--timer-spin",
+            "--backend",
+        ],
     )?;
     if !matches!(a.rt, Rt::Weir | Rt::Tokio | Rt::BusyLoop) {
         return Err(format!(
@@ -125,6 +131,13 @@ pub(super) fn run(argv: &[String]) -> Result<Output, String> {
             a.positive_usize("--timer-spin", 50)? as u64
         )),
     };
+    let uring = match a.raw("--backend") {
+        None => false,
+        Some(_) if a.rt != Rt::Weir => return Err("--backend applies to --rt weir only".into()),
+        Some("io_uring") => true,
+        Some(other) => return Err(format!("--backend must be io_uring, not `{other}`")),
+    };
+    let weir_opts = WeirOpts { timer_spin, uring };
     let scale = a.positive_f64("--samples-scale", 1.0)?;
     let set = match a.raw("--set") {
         None | Some("classic") => Set::Classic,
@@ -146,7 +159,7 @@ pub(super) fn run(argv: &[String]) -> Result<Output, String> {
         Set::User => user_plan(a.quick, scale),
     };
     let out = match a.rt {
-        Rt::Weir => run_weir(a.flavor, workers, timer_spin, plan)?,
+        Rt::Weir => run_weir(a.flavor, workers, weir_opts, plan)?,
         Rt::BusyLoop => run_busy_loop(plan),
         _ => run_tokio(a.flavor, workers, plan)?,
     };
@@ -218,14 +231,23 @@ fn user_plan(quick: bool, scale: f64) -> Plan {
 type Sleeper = Pin<Box<dyn Future<Output = Vec<f64>> + Send>>;
 
 /// A weir runtime of `flavor`, with `timer_spin` if given.
+/// What a weir timers child is built with beyond its flavour and workers.
+#[derive(Clone, Copy, Debug)]
+struct WeirOpts {
+    /// `--timer-spin`.
+    timer_spin: Option<Duration>,
+    /// `--backend io_uring` (strict: never the epoll fallback under this name).
+    uring: bool,
+}
+
 fn weir_runtime(
     flavor: Flavor,
     workers: usize,
-    timer_spin: Option<Duration>,
+    opts: WeirOpts,
 ) -> Result<weir::runtime::Runtime, String> {
-    let Some(spin) = timer_spin else {
+    if opts.timer_spin.is_none() && !opts.uring {
         return super::build_weir_workers(flavor, workers);
-    };
+    }
     let mut b = match flavor {
         Flavor::Mt => {
             let mut b = weir::runtime::Builder::new_multi_thread();
@@ -234,27 +256,28 @@ fn weir_runtime(
         }
         Flavor::Ct => weir::runtime::Builder::new_current_thread(),
     };
-    b.timer_spin(spin)
-        .build()
+    if let Some(spin) = opts.timer_spin {
+        b.timer_spin(spin);
+    }
+    if opts.uring {
+        b.backend(weir::runtime::Backend::IoUring)
+            .backend_strict(true);
+    }
+    b.build()
         .map_err(|e| format!("cannot build the weir runtime: {e}"))
 }
 
-fn run_weir(
-    flavor: Flavor,
-    workers: usize,
-    timer_spin: Option<Duration>,
-    plan: Plan,
-) -> Result<Output, String> {
+fn run_weir(flavor: Flavor, workers: usize, opts: WeirOpts, plan: Plan) -> Result<Output, String> {
     let mut out = Output::default();
     if plan.cancel_secs.is_some() {
         // The classic set: every case in one task of one runtime.
-        let rt = weir_runtime(flavor, workers, timer_spin)?;
+        let rt = weir_runtime(flavor, workers, opts)?;
         return rt
             .block_on(async move { weir::spawn(classic_cases(weir::time::sleep, plan)).await })
             .map_err(|e| format!("the weir timer task failed: {e}"));
     }
     for case in plan.sleeps {
-        let rt = weir_runtime(flavor, workers, timer_spin)?;
+        let rt = weir_runtime(flavor, workers, opts)?;
         let (d, n) = (case.duration, case.samples);
         let c = match case.place {
             Place::Main => rt.block_on(sleep_loop(weir::time::sleep, d, n)),

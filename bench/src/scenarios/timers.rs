@@ -48,6 +48,17 @@ const WEIR_1W_SPIN: Contender = c(
     "weir multi-thread, 1 worker, timer_spin 1 ms (opt-in: spins up to 1 ms before each deadline)",
     &["--rt", "weir", "--workers", "1", "--timer-spin", "1000"],
 );
+/// The io_uring backend: waits are one `io_uring_enter` with a nanosecond timespec.
+const WEIR_1W_URING: Contender = c(
+    "weir-1w-uring",
+    "weir multi-thread, 1 worker, on the io_uring backend",
+    &["--rt", "weir", "--workers", "1", "--backend", "io_uring"],
+);
+const WEIR_CT_URING: Contender = c(
+    "weir-ct-uring",
+    "weir current-thread on the io_uring backend",
+    &["--rt", "weir", "--flavor", "ct", "--backend", "io_uring"],
+);
 /// No runtime: every sleep busy-waits to its deadline — the machine's floor.
 const FLOOR: Contender = c(
     "floor",
@@ -66,6 +77,8 @@ pub(super) fn timers(ctx: &mut Ctx) -> ScenarioResult {
         WEIR_NW,
         TOKIO_NW,
         WEIR_1W_SPIN,
+        WEIR_1W_URING,
+        WEIR_CT_URING,
     ];
     let all_contenders = [
         WEIR,
@@ -77,6 +90,8 @@ pub(super) fn timers(ctx: &mut Ctx) -> ScenarioResult {
         WEIR_NW,
         TOKIO_NW,
         WEIR_1W_SPIN,
+        WEIR_1W_URING,
+        WEIR_CT_URING,
         FLOOR,
     ];
     let sleep_cases = ["sleep 50 µs", "sleep 100 µs", "sleep 1 ms"];

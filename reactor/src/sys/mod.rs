@@ -38,7 +38,8 @@
 //!
 //! The contract reports *readiness*. A completion-based kernel interface (io_uring, in
 //! `uring/`) meets it by reporting readiness too (multishot poll requests), not completions of
-//! reads and writes.
+//! reads and writes. Its opt-in fast paths ([`Registry::register_ahead`]) fill a queue per
+//! source (bytes received, connections accepted) and report readiness when they do.
 
 use std::io;
 use std::os::fd::RawFd;

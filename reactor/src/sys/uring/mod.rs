@@ -73,6 +73,14 @@
 //! next `block_on` or the driver's drop (the ring goes with the driver, not with the last
 //! handle). This is the one observable difference from epoll.
 //!
+//! # Fast paths
+//!
+//! With the receive fast path on, a stream registered for it gets a multishot receive into the
+//! ring's provided buffers instead of read readiness, and with the accept fast path a listener
+//! gets a multishot accept; `polls.rs` says what their completions do, `bufs.rs` holds the
+//! buffers, and the queues they fill are `crate::io::ReadAhead` and `crate::io::AcceptQueue`.
+//! If the kernel refuses the buffer group, streams are polled as usual (one warning).
+//!
 //! # Registrations from other threads
 //!
 //! Any thread may register on any reactor (the listener hand-off, spreading connections to
