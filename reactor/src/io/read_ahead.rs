@@ -15,6 +15,9 @@ use std::collections::VecDeque;
 use std::io;
 use std::os::fd::RawFd;
 
+#[cfg(loom)]
+use loom::sync::Mutex;
+#[cfg(not(loom))]
 use parking_lot::Mutex;
 
 /// Bytes queued at which the owner stops receiving.
@@ -61,6 +64,16 @@ impl ReadAhead {
         }
     }
 
+    #[cfg(not(loom))]
+    fn lock(&self) -> parking_lot::MutexGuard<'_, State> {
+        self.state.lock()
+    }
+
+    #[cfg(loom)]
+    fn lock(&self) -> loom::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap()
+    }
+
     /// The fd the bytes come from.
     pub fn fd(&self) -> RawFd {
         self.fd
@@ -68,13 +81,13 @@ impl ReadAhead {
 
     /// How many bytes are queued.
     pub fn buffered(&self) -> usize {
-        self.state.lock().bytes.len()
+        self.lock().bytes.len()
     }
 
     /// Reads the queue: `copy` gets the queued bytes (as two slices, in order) and returns how
     /// many it took; with `consume` they leave the queue (otherwise this is a peek).
     pub fn take(&self, consume: bool, copy: impl FnOnce(&[u8], &[u8]) -> usize) -> Taken {
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         if st.bytes.is_empty() {
             let result = if let Some(errno) = st.error {
                 if consume {
@@ -114,7 +127,7 @@ impl ReadAhead {
     /// Appends received bytes; returns `true` if the queue reached the high-water mark, in
     /// which case it is marked paused (the owner stops receiving).
     pub(crate) fn push(&self, data: &[u8]) -> bool {
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         st.bytes.extend(data);
         if st.bytes.len() >= HIGH_WATER && !st.paused {
             st.paused = true;
@@ -125,21 +138,21 @@ impl ReadAhead {
     }
 
     pub(crate) fn set_eof(&self) {
-        self.state.lock().eof = true;
+        self.lock().eof = true;
     }
 
     pub(crate) fn set_error(&self, errno: i32) {
-        self.state.lock().error = Some(errno);
+        self.lock().error = Some(errno);
     }
 
     /// Has a reader asked to receive again since the queue was paused?
     pub(crate) fn resume_asked(&self) -> bool {
-        self.state.lock().resume_asked
+        self.lock().resume_asked
     }
 
     /// The owner receives again.
     pub(crate) fn resumed(&self) {
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         st.paused = false;
         st.resume_asked = false;
     }
@@ -154,7 +167,7 @@ pub fn copy_into(dst: &mut [u8], a: &[u8], b: &[u8]) -> usize {
     n1 + n2
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
@@ -207,5 +220,70 @@ mod tests {
         assert!(ra.resume_asked());
         ra.resumed();
         assert!(!ra.resume_asked());
+    }
+}
+
+/// The pause/resume handshake between the owner (which stops receiving at the high-water mark
+/// and arms the receive again) and a reader (which drains the queue and asks for the resume):
+/// however the two interleave, a drained queue is never left without a receive.
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use loom::sync::Arc;
+    use loom::sync::atomic::{AtomicBool, Ordering};
+    use loom::thread;
+
+    #[test]
+    fn a_drained_queue_always_gets_its_receive_back() {
+        loom::model(|| {
+            let ra = Arc::new(ReadAhead::new(3));
+            // The reader's resume request, as the inbox would carry it.
+            let asked = Arc::new(AtomicBool::new(false));
+            let reader = {
+                let (ra, asked) = (ra.clone(), asked.clone());
+                thread::spawn(move || {
+                    let mut got = 0;
+                    while got < HIGH_WATER {
+                        let Taken { result, resume } = ra.take(true, |a, b| a.len() + b.len());
+                        if let Ok(n) = result {
+                            got += n;
+                        }
+                        if resume {
+                            asked.store(true, Ordering::SeqCst);
+                        }
+                        thread::yield_now();
+                    }
+                })
+            };
+            // The owner: a completion fills the queue to the mark (it stops receiving, and its
+            // cancellation is in flight: `live`); then the cancellation's final completion and
+            // the reader's request arrive in either order.
+            let paused = ra.push(&vec![0u8; HIGH_WATER]);
+            assert!(paused);
+            let (mut live, mut armed) = (true, false);
+            let mut handled_request = false;
+            while !armed {
+                // The reader's request from the inbox, if it is there yet: arm if nothing is in
+                // flight (else the final completion will).
+                if !handled_request && asked.load(Ordering::SeqCst) {
+                    handled_request = true;
+                    if !live {
+                        ra.resumed();
+                        armed = true;
+                    }
+                }
+                // The cancellation's final completion: re-arm if a reader asked meanwhile.
+                if live {
+                    live = false;
+                    if ra.resume_asked() {
+                        ra.resumed();
+                        armed = true;
+                    }
+                }
+                thread::yield_now();
+            }
+            reader.join().unwrap();
+            assert!(armed, "the receive was armed again");
+        });
     }
 }
