@@ -15,7 +15,7 @@ use slab::Slab;
 
 use super::{ReactorHandle, ScheduledIo};
 use crate::Interest;
-use crate::io::{Ahead, SourceKind};
+use crate::ahead::{Ahead, SourceKind};
 use crate::sys::{Event, WAKE_TOKEN};
 
 /// The registered fds of one reactor (behind its mutex).

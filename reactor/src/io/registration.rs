@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use super::ReadyEvent;
-use super::accept_queue::{AcceptQueue, Accepted};
-use super::read_ahead::{ReadAhead, Taken};
-use super::{Ahead, SourceKind};
+use crate::ahead::accept_queue::{AcceptQueue, Accepted};
+use crate::ahead::read_ahead::{ReadAhead, Taken};
+use crate::ahead::{Ahead, SourceKind};
 use crate::driver::{ScheduledIo, gone};
 use crate::{Direction, Interest, ReactorHandle, Ready, coop};
 

@@ -45,7 +45,7 @@ use std::io;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
-use crate::io::{Ahead, SourceKind};
+use crate::ahead::{Ahead, SourceKind};
 use crate::{Interest, Ready};
 
 pub(crate) mod choice;

@@ -132,7 +132,7 @@ use parking_lot::Mutex;
 use super::epoll::interest_to_poll;
 use super::{Capabilities, Event, SysConfig};
 use crate::Interest;
-use crate::io::{AcceptQueue, Ahead, ReadAhead, SourceKind};
+use crate::ahead::{AcceptQueue, Ahead, ReadAhead, SourceKind};
 
 mod bufs;
 mod inbox;

@@ -38,7 +38,7 @@ use super::bufs::{BGID, BufRing};
 use super::ring::Ring;
 use super::user_data::{self, GENERATION_MASK, Kind};
 use crate::Ready;
-use crate::io::Ahead;
+use crate::ahead::Ahead;
 use crate::sys::epoll::poll_to_ready;
 use crate::sys::{Event, WAKE_TOKEN};
 
