@@ -34,9 +34,7 @@ struct State {
     /// The multishot accept ended with this errno (after `sockets`).
     error: Option<i32>,
     /// The owner stopped accepting (high-water mark, or an error).
-    paused: bool,
-    /// A reader asked the owner to accept again.
-    resume_asked: bool,
+    pause: super::Pause,
 }
 
 /// What a take from the queue found: a socket, the accept's error, or `WouldBlock`; `resume`
@@ -80,10 +78,7 @@ impl AcceptQueue {
             Some(errno) => Err(io::Error::from_raw_os_error(errno)),
             None => Err(io::ErrorKind::WouldBlock.into()),
         };
-        let resume = st.paused && !st.resume_asked;
-        if resume {
-            st.resume_asked = true;
-        }
+        let resume = st.pause.ask();
         Accepted { result, resume }
     }
 
@@ -94,30 +89,23 @@ impl AcceptQueue {
     pub(crate) fn push(&self, socket: OwnedFd) -> bool {
         let mut st = self.state.lock();
         st.sockets.push_back(socket);
-        if st.sockets.len() >= ACCEPT_HIGH_WATER && !st.paused {
-            st.paused = true;
-            st.resume_asked = false;
-            return true;
-        }
-        false
+        let len = st.sockets.len();
+        st.pause.stop_at(len, ACCEPT_HIGH_WATER)
     }
 
     /// The multishot accept ended with `errno`: queued for the reader, accepting paused.
     pub(crate) fn set_error(&self, errno: i32) {
         let mut st = self.state.lock();
         st.error = Some(errno);
-        st.paused = true;
-        st.resume_asked = false;
+        st.pause.stop();
     }
 
     pub(crate) fn resume_asked(&self) -> bool {
-        self.state.lock().resume_asked
+        self.state.lock().pause.resume_asked()
     }
 
     pub(crate) fn resumed(&self) {
-        let mut st = self.state.lock();
-        st.paused = false;
-        st.resume_asked = false;
+        self.state.lock().pause.resumed();
     }
 }
 

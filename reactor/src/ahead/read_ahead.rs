@@ -40,9 +40,7 @@ struct State {
     /// The receive failed with this errno (after `bytes`); taken by the next read.
     error: Option<i32>,
     /// The owner stopped receiving at the high-water mark.
-    paused: bool,
-    /// A reader asked the owner to receive again.
-    resume_asked: bool,
+    pause: super::Pause,
 }
 
 /// What a read of the queue found.
@@ -111,9 +109,8 @@ impl ReadAhead {
         let mut resume = false;
         if consume {
             st.bytes.drain(..n);
-            if st.paused && !st.resume_asked && st.bytes.len() <= LOW_WATER {
-                st.resume_asked = true;
-                resume = true;
+            if st.bytes.len() <= LOW_WATER {
+                resume = st.pause.ask();
             }
         }
         Taken {
@@ -129,12 +126,8 @@ impl ReadAhead {
     pub(crate) fn push(&self, data: &[u8]) -> bool {
         let mut st = self.lock();
         st.bytes.extend(data);
-        if st.bytes.len() >= HIGH_WATER && !st.paused {
-            st.paused = true;
-            st.resume_asked = false;
-            return true;
-        }
-        false
+        let len = st.bytes.len();
+        st.pause.stop_at(len, HIGH_WATER)
     }
 
     pub(crate) fn set_eof(&self) {
@@ -147,14 +140,12 @@ impl ReadAhead {
 
     /// Has a reader asked to receive again since the queue was paused?
     pub(crate) fn resume_asked(&self) -> bool {
-        self.lock().resume_asked
+        self.lock().pause.resume_asked()
     }
 
     /// The owner receives again.
     pub(crate) fn resumed(&self) {
-        let mut st = self.lock();
-        st.paused = false;
-        st.resume_asked = false;
+        self.lock().pause.resumed();
     }
 }
 
