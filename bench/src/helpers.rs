@@ -1,5 +1,5 @@
 //! Small pieces every part of weir-bench shares, each defined once: the descriptor limit,
-//! number formatting, percentiles and the date.
+//! number formatting, percentiles, the date and the git commit.
 
 use std::io;
 
@@ -131,6 +131,24 @@ fn utc_date(secs: i64) -> String {
         rem % 3600 / 60,
         rem % 60
     )
+}
+
+/// The commit the run was made at (`git rev-parse HEAD`), with `-dirty` when tracked files
+/// differ from it; `unknown` outside a git checkout.
+pub(crate) fn git_commit() -> String {
+    let git = |a: &[&str]| {
+        std::process::Command::new("git")
+            .args(a)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let mut commit = git(&["rev-parse", "HEAD"]).unwrap_or_else(|| "unknown".into());
+    if git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty()) {
+        commit.push_str("-dirty");
+    }
+    commit
 }
 
 #[cfg(test)]

@@ -14,7 +14,6 @@
 use std::collections::BTreeMap;
 use std::io;
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::helpers::{fmt_num, quantiles, raise_nofile_limit, utc_now};
@@ -460,18 +459,7 @@ fn ratio_claim(
 }
 
 fn meta(ctx: &Ctx, args: &[String], wall: Duration) -> Meta {
-    let git = |a: &[&str]| {
-        Command::new("git")
-            .args(a)
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-    };
-    let mut commit = git(&["rev-parse", "HEAD"]).unwrap_or_else(|| "unknown".into());
-    if git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty()) {
-        commit.push_str("-dirty");
-    }
+    let commit = crate::helpers::git_commit();
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "unknown".into());

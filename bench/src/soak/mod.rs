@@ -563,28 +563,12 @@ fn snap_json(s: &Option<Snap>) -> serde_json::Value {
     }
 }
 
-fn git_commit() -> String {
-    let git = |a: &[&str]| {
-        std::process::Command::new("git")
-            .args(a)
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-    };
-    let mut commit = git(&["rev-parse", "HEAD"]).unwrap_or_else(|| "unknown".into());
-    if git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty()) {
-        commit.push_str("-dirty");
-    }
-    commit
-}
-
 fn write_results(opts: &Opts, rows: &[Row], args: &[String], wall: Duration) -> io::Result<()> {
     std::fs::create_dir_all(&opts.out)?;
     let json = serde_json::json!({
         "meta": {
             "date": crate::helpers::utc_now(),
-            "git_commit": git_commit(),
+            "git_commit": crate::helpers::git_commit(),
             "kernel": std::fs::read_to_string("/proc/sys/kernel/osrelease")
                 .map(|s| s.trim().to_string()).unwrap_or_default(),
             "cores": std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -632,7 +616,7 @@ fn render(opts: &Opts, rows: &[Row], wall: Duration) -> String {
         "# weir soak suite — {} profile\n\n{} · commit `{}` · {:.0} s\n\n",
         opts.profile.name(),
         crate::helpers::utc_now(),
-        git_commit(),
+        crate::helpers::git_commit(),
         wall.as_secs_f64()
     );
     s.push_str(
