@@ -54,6 +54,8 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
+
+// The runtime's signal handling (the one import that differs between the two forms).
 use weir::signal as sig;
 
 #[derive(Clone, Debug, Deserialize, Serialize)]

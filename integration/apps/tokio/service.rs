@@ -51,10 +51,12 @@ use hyper_util::rt::TokioExecutor;
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
 use serde::{Deserialize, Serialize};
-use tokio::signal as sig;
 use tokio::sync::Mutex;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
+
+// The runtime's signal handling (the one import that differs between the two forms).
+use tokio::signal as sig;
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
 struct User {
