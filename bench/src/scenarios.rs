@@ -31,6 +31,7 @@ mod napi_lab;
 mod pingpong;
 mod pinned;
 mod pipes;
+mod service;
 mod timers;
 mod wrk;
 
@@ -39,7 +40,7 @@ use measuring::{Measured, add_costs, measure, start_server_on};
 use wrk::{WrkResult, have_wrk, run_wrk};
 
 /// All scenarios, in run order.
-const SCENARIOS: [&str; 8] = [
+const SCENARIOS: [&str; 9] = [
     "echo",
     "pingpong",
     "medium-load",
@@ -48,10 +49,11 @@ const SCENARIOS: [&str; 8] = [
     "pipes",
     "timers",
     "idle",
+    "service",
 ];
 
 const USAGE: &str = "usage: weir-bench [SCENARIO…] [--quick] [--out DIR] [--rounds N] [--rate REQ_PER_S] [--no-napi] [--contenders NAME,…]
-scenarios: echo pingpong medium-load pinned http pipes timers idle (default: all)";
+scenarios: echo pingpong medium-load pinned http pipes timers idle service (default: all)";
 
 /// Command-line options.
 #[derive(Debug)]
@@ -531,6 +533,7 @@ pub(crate) fn main(args: &[String]) -> ! {
             "pipes" => pipes::pipes(&mut ctx),
             "timers" => timers::timers(&mut ctx),
             "idle" => idle::idle(&mut ctx),
+            "service" => service::service(&mut ctx),
             _ => unreachable!("parse() accepts only known scenarios"),
         };
         eprintln!("== {name} done in {:.0?}", t.elapsed());
