@@ -32,8 +32,8 @@ impl Driver {
 }
 
 impl ReactorHandle {
-    /// Arms a timer; wakes the owner if the timer is now the earliest and the caller is not the
-    /// owner (the owner recomputes its timeout before every wait).
+    /// Arms a timer; wakes the owner if the timer is now the earliest and the owner is not
+    /// running (it recomputes its timeout before every wait).
     ///
     /// `owner`: the caller is the owning worker (from `ReactorHandle::current_for_timer`).
     pub(crate) fn timer_insert(&self, deadline: Instant, waker: Waker, owner: bool) -> TimerKey {
@@ -45,7 +45,9 @@ impl ReactorHandle {
             .timers
             .lock()
             .insert(timer_queue::to_ns(deadline), waker);
-        if earliest && !owner {
+        // The owner recomputes its timeout before it blocks, unless it is parked inside
+        // another event loop (nesting), where its own code (a tokio task) may arm a timer.
+        if earliest && (!owner || inner.park.is_parked()) {
             self.unpark();
         }
         key
