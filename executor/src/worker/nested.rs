@@ -198,9 +198,10 @@ fn run_nested<F: Future>(
         let task = unsafe { Scoped::new(task) };
         let joined = rt.block_on(async move {
             let handle = tokio::spawn(task);
-            let guard = Joined(Some(handle.abort_handle()));
+            let mut guard = Joined(Some(handle.abort_handle()));
             let r = handle.await;
-            std::mem::forget(guard);
+            // Completed: disarm (and release the task's last reference).
+            guard.0 = None;
             r
         });
         if let Err(e) = joined {
