@@ -39,6 +39,17 @@ if ! cargo test --workspace --no-run; then
 fi
 rm -rf "$out"
 mkdir -p "$out"
+# The trybuild tests build crates of their own (in target/tests/) when they run: run them once
+# now, so that a loaded run does not spend its time compiling them.
+trybuild_tests=()
+for f in integration/tests/*.rs; do
+  grep -q 'trybuild::' "$f" && trybuild_tests+=(--test "$(basename "$f" .rs)")
+done
+if [ ${#trybuild_tests[@]} -gt 0 ]; then
+  say "building the trybuild tests' crates (${trybuild_tests[*]})"
+  cargo test -p weir-tests "${trybuild_tests[@]}" >"$out/warm-up.log" 2>&1 ||
+    say "the trybuild tests failed unloaded (see $out/warm-up.log); the runs will tell"
+fi
 
 # --- the stressor ----------------------------------------------------------------------------
 # Started as a job of its own (monitor mode), so that its process group id is its pid and the
