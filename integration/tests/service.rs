@@ -283,7 +283,7 @@ fn the_two_forms_differ_in_runtime_lines_only() {
                 "let listener = weir::net::TcpListener::bind(addr).await?;"
             ),
             (
-                "axum::serve(listener, app())",
+                "axum::serve(axum::serve::ListenerExt::tap_io(listener, nodelay), app())",
                 "weir::serve(listener, app())"
             ),
         ]

@@ -326,12 +326,19 @@ async fn shutdown() {
     }
 }
 
+/// Replies leave at once, not after a Nagle delay: what `weir::serve` does for each
+/// connection, and what `axum::serve` leaves to the listener (`ListenerExt::tap_io`).
+#[allow(dead_code)] // weir::serve sets it itself
+fn nodelay(tcp: &mut tokio::net::TcpStream) {
+    let _ = tcp.set_nodelay(true);
+}
+
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
     let addr = std::env::var("ADDR").unwrap_or_else(|_| "127.0.0.1:3000".into());
     let listener = tokio::net::TcpListener::bind(addr).await?;
     println!("listening on {}", listener.local_addr()?);
-    axum::serve(listener, app())
+    axum::serve(axum::serve::ListenerExt::tap_io(listener, nodelay), app())
         .with_graceful_shutdown(shutdown())
         .await?;
     println!("bye");
