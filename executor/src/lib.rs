@@ -66,7 +66,7 @@ use std::panic::Location;
 pub use builder::ACCEPT_MULTISHOT_ENV;
 pub use builder::{
     BACKEND_ENV, Builder, MAX_BUSY_POLL, MAX_MIN_WAIT, MAX_TIMER_SPIN, MAX_WORKERS, MIN_STACK_SIZE,
-    RECV_MULTISHOT_ENV,
+    MIN_WAIT_ENV, RECV_MULTISHOT_ENV,
 };
 pub use context::EnterGuard;
 pub use handle::{Handle, TryCurrentError};

@@ -11,7 +11,7 @@ use weir_reactor::{Backend, Driver, MinWait};
 
 use super::{
     ACCEPT_MULTISHOT_ENV, BACKEND_ENV, Builder, MAX_BUSY_POLL, MAX_MIN_WAIT, MAX_TIMER_SPIN,
-    MAX_WORKERS, MIN_STACK_SIZE, RECV_MULTISHOT_ENV,
+    MAX_WORKERS, MIN_STACK_SIZE, MIN_WAIT_ENV, RECV_MULTISHOT_ENV,
 };
 use crate::blocking;
 use crate::compat::{CompatMode, CompatRuntime};
@@ -57,14 +57,15 @@ impl Builder {
                 None => thread::available_parallelism().map_or(1, |n| n.get()),
             },
         };
-        let mw = self.min_wait.max_window();
+        let min_wait = self.min_wait_setting()?;
+        let mw = min_wait.max_window();
         if mw > MAX_MIN_WAIT {
             return Err(bad(format!(
                 "min_wait = {mw:?}: must be at most {MAX_MIN_WAIT:?} (every event may wait up to \
                  min_wait before its task runs)"
             )));
         }
-        if let MinWait::Adaptive { max } = self.min_wait
+        if let MinWait::Adaptive { max } = min_wait
             && max.is_zero()
         {
             return Err(bad(
@@ -145,6 +146,18 @@ impl Builder {
         Ok(workers)
     }
 
+    /// The min_wait policy: the builder's, else `WEIR_MIN_WAIT`, else off.
+    fn min_wait_setting(&self) -> io::Result<MinWait> {
+        if let Some(m) = self.min_wait {
+            return Ok(m);
+        }
+        match std::env::var(MIN_WAIT_ENV) {
+            Err(std::env::VarError::NotPresent) => Ok(MinWait::Off),
+            Err(std::env::VarError::NotUnicode(v)) => Err(min_wait_env_error(&v.to_string_lossy())),
+            Ok(v) => parse_min_wait_env(&v),
+        }
+    }
+
     /// The backend asked for and its strictness: [`Builder::backend`], else `WEIR_BACKEND`,
     /// else the default.
     fn requested_backend(&self) -> io::Result<(Backend, bool)> {
@@ -172,13 +185,14 @@ impl Builder {
     pub fn build(&mut self) -> io::Result<Runtime> {
         let workers = self.validate()?;
         let (backend, strict) = self.requested_backend()?;
+        let min_wait = self.min_wait_setting()?;
         let recv_multishot = switch(self.recv_multishot, RECV_MULTISHOT_ENV)?;
         let accept_multishot = switch(self.accept_multishot, ACCEPT_MULTISHOT_ENV)?;
         let driver = |index, backend, backend_strict| {
             Driver::new(&weir_reactor::DriverConfig {
                 backend,
                 backend_strict,
-                min_wait: self.min_wait,
+                min_wait,
                 max_events: self.max_events,
                 epoll_pwait2: self.epoll_pwait2,
                 index,
@@ -300,6 +314,45 @@ impl Builder {
             compat_runtime.unwrap_or_default(),
         ))
     }
+}
+
+/// Parses `WEIR_MIN_WAIT`: `off`/`0`, a duration (`200us`, `1ms`, `50000ns`), or
+/// `adaptive:<duration>`. Empty means off.
+fn parse_min_wait_env(v: &str) -> io::Result<MinWait> {
+    let v = v.trim();
+    if v.is_empty() || v == "off" || v == "0" {
+        return Ok(MinWait::Off);
+    }
+    let (adaptive, d) = match v.strip_prefix("adaptive:") {
+        Some(rest) => (true, rest.trim()),
+        None => (false, v),
+    };
+    let parse = |d: &str| -> Option<std::time::Duration> {
+        let (num, unit) = d.split_at(d.find(|c: char| !c.is_ascii_digit())?);
+        let n: u64 = num.parse().ok()?;
+        match unit {
+            "ns" => Some(std::time::Duration::from_nanos(n)),
+            "us" | "µs" => Some(std::time::Duration::from_micros(n)),
+            "ms" => Some(std::time::Duration::from_millis(n)),
+            _ => None,
+        }
+    };
+    let d = parse(d).ok_or_else(|| min_wait_env_error(v))?;
+    Ok(if adaptive {
+        MinWait::Adaptive { max: d }
+    } else {
+        MinWait::from(d)
+    })
+}
+
+fn min_wait_env_error(v: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!(
+            "invalid weir runtime configuration: {MIN_WAIT_ENV} = {v:?}: accepted values: off, \
+             a window such as 200us or 1ms, or adaptive:500us"
+        ),
+    )
 }
 
 /// Parses `WEIR_BACKEND`: a backend's name, or `io_uring!` (strict). Empty means the default.
@@ -429,6 +482,33 @@ fn switch(set: Option<bool>, env: &str) -> io::Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn min_wait_env_values() {
+        use std::time::Duration;
+        for off in ["", "off", "0", " off "] {
+            assert_eq!(parse_min_wait_env(off).unwrap(), MinWait::Off, "{off:?}");
+        }
+        assert_eq!(
+            parse_min_wait_env("200us").unwrap(),
+            MinWait::Fixed(Duration::from_micros(200))
+        );
+        assert_eq!(
+            parse_min_wait_env("1ms").unwrap(),
+            MinWait::Fixed(Duration::from_millis(1))
+        );
+        assert_eq!(
+            parse_min_wait_env("adaptive:500us").unwrap(),
+            MinWait::Adaptive {
+                max: Duration::from_micros(500)
+            }
+        );
+        for bad in ["fast", "200", "us", "adaptive", "adaptive:", "-1ms", "1s"] {
+            let e = parse_min_wait_env(bad).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+            assert!(e.to_string().contains("WEIR_MIN_WAIT"), "{e}");
+        }
+    }
 
     #[test]
     fn backend_env_values() {

@@ -21,6 +21,13 @@ use crate::config::Hooks;
 /// build with `InvalidInput`.
 pub const BACKEND_ENV: &str = "WEIR_BACKEND";
 
+/// The environment variable that sets the min_wait policy when the program did not
+/// ([`Builder::min_wait`], [`Builder::min_wait_adaptive`], [`Builder::min_wait_policy`]):
+/// `off` (or `0`), a fixed window such as `200us` or `1ms`, or `adaptive:500us` (an adaptive
+/// window of at most that). Unset or empty means off; any other value fails the build with
+/// `InvalidInput`. It lets a deployment try a window without a rebuild.
+pub const MIN_WAIT_ENV: &str = "WEIR_MIN_WAIT";
+
 /// The environment variable that turns io_uring's receive fast path on (`1`) or off (`0`) when
 /// [`Builder::io_uring_recv_multishot`] was not called.
 pub const RECV_MULTISHOT_ENV: &str = "WEIR_URING_RECV_MULTISHOT";
@@ -51,7 +58,8 @@ pub use weir_config::{MAX_BUSY_POLL, MAX_MIN_WAIT, MAX_TIMER_SPIN, MAX_WORKERS, 
 pub struct Builder {
     flavor: Flavor,
     workers: Option<usize>,
-    min_wait: MinWait,
+    /// `None`: not set; `WEIR_MIN_WAIT` decides, else off.
+    min_wait: Option<MinWait>,
     busy_poll: Duration,
     /// Set by [`Builder::backend`]; `None`: `WEIR_BACKEND`, else the default.
     backend: Option<Backend>,
@@ -84,7 +92,7 @@ impl Builder {
         Builder {
             flavor,
             workers: None,
-            min_wait: MinWait::Off,
+            min_wait: None,
             busy_poll: Duration::ZERO,
             backend: None,
             backend_strict: false,
@@ -134,7 +142,7 @@ impl Builder {
     /// The min_wait window of every worker's blocking waits (`Duration::ZERO` turns it off).
     /// At most [`MAX_MIN_WAIT`]. See [`weir_reactor::min_wait`].
     pub fn min_wait(&mut self, d: Duration) -> &mut Builder {
-        self.min_wait = MinWait::from(d);
+        self.min_wait = Some(MinWait::from(d));
         self
     }
 
@@ -143,13 +151,13 @@ impl Builder {
     /// the window, none at low load (nothing is delayed) and none near saturation (where a
     /// window would cut the worker's capacity). See [`weir_reactor::min_wait`].
     pub fn min_wait_adaptive(&mut self, max: Duration) -> &mut Builder {
-        self.min_wait = MinWait::Adaptive { max };
+        self.min_wait = Some(MinWait::Adaptive { max });
         self
     }
 
     /// Sets the min_wait policy directly.
     pub fn min_wait_policy(&mut self, policy: MinWait) -> &mut Builder {
-        self.min_wait = policy;
+        self.min_wait = Some(policy);
         self
     }
 
