@@ -82,7 +82,7 @@ impl CompatHandle {
     }
 
     /// Makes worker `index`'s tokio runtime current (per-worker mode; else as [`enter`](Self::enter)).
-    #[cfg_attr(not(feature = "tokio-compat"), allow(unused_variables))]
+    #[cfg_attr(not(feature = "tokio-compat"), allow(unused_variables, dead_code))]
     pub(crate) fn enter_worker(&self, index: usize) -> CompatGuard<'_> {
         #[cfg(feature = "tokio-compat")]
         if let Some(w) = self.workers.get(index) {

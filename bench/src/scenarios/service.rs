@@ -3,7 +3,7 @@
 //!
 //! Both forms are built in release and run side by side in one run, in interleaved rounds. The
 //! service is pinned to CPU 0 (one runtime worker in both forms: each sizes itself to the CPUs
-//! it may use; weir's tokio compatibility thread runs there too); PostgreSQL, Redis and the
+//! it may use; weir's worker runs its own tokio runtime); PostgreSQL, Redis and the
 //! load generator run on CPU 1. The load is paced and equal for both: 32 keep-alive
 //! connections, each sending a request, reading the answer, and sending the next one 4 ms after
 //! the previous was due (at once when late) — about 8 000 requests/s offered while the service
@@ -44,8 +44,13 @@ const DB: &str = "db (postgres select)";
 
 const WEIR: Contender = c(
     "weir",
-    "apps/service.rs: #[weir::main(tokio_compat = true)], 1 worker + the tokio compat thread",
+    "apps/service.rs: #[weir::main(tokio_compat = true)], 1 worker running its own tokio runtime",
     &["service"],
+);
+const WEIR_MWA: Contender = c(
+    "weir-mwa",
+    "the same binary with WEIR_MIN_WAIT=adaptive:500us (an adaptive min_wait window of at most 500 µs)",
+    &["service", "WEIR_MIN_WAIT=adaptive:500us"],
 );
 const TOKIO: Contender = c(
     "tokio",
@@ -55,7 +60,7 @@ const TOKIO: Contender = c(
 
 pub(super) fn service(ctx: &mut Ctx) -> ScenarioResult {
     let t = ctx.timing(1000, 5000);
-    let contenders = [WEIR, TOKIO];
+    let contenders = [WEIR, WEIR_MWA, TOKIO];
     let mut sc = scenario(
         "service",
         "service — axum + PostgreSQL + Redis, weir vs tokio, service pinned to one CPU",
@@ -217,8 +222,9 @@ struct ServiceProc {
 }
 
 impl ServiceProc {
-    fn start(bin: PathBuf, stores: &Datastores) -> io::Result<ServiceProc> {
+    fn start(bin: PathBuf, stores: &Datastores, env: &[(&str, &str)]) -> io::Result<ServiceProc> {
         let mut cmd = Command::new(bin);
+        cmd.envs(env.iter().copied());
         cmd.env("ADDR", "127.0.0.1:0")
             .env("CACHE_TTL_S", "86400")
             .env("TOKIO_WORKER_THREADS", "1")
@@ -329,7 +335,12 @@ fn one_round(
     route: &'static str,
     t: &super::Timing,
 ) -> io::Result<Measured> {
-    let svc = ServiceProc::start(bins.join(cont.args[0]), stores)?;
+    // The binary, then KEY=VALUE settings of its environment.
+    let env: Vec<(&str, &str)> = cont.args[1..]
+        .iter()
+        .filter_map(|kv| kv.split_once('='))
+        .collect();
+    let svc = ServiceProc::start(bins.join(cont.args[0]), stores, &env)?;
     let addr = svc.addr;
     let stop = Arc::new(AtomicBool::new(false));
     let t0 = Instant::now() + Duration::from_millis(20);
