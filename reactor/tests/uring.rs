@@ -142,6 +142,9 @@ fn deregistration_from_another_thread_releases_the_socket() {
     a.set_nonblocking(true).unwrap();
     let reg = Registration::with_handle(a.as_raw_fd(), Interest::READABLE, d.handle()).unwrap();
     d.poll().unwrap();
+    // This thread turned the driver: it leaves nothing behind (the read below would be
+    // interrupted by the old ring's teardown otherwise).
+    d.leave_thread().unwrap();
     let h = d.handle().clone();
     let (tx, rx) = mpsc::channel();
     let owner = thread::spawn(move || {
