@@ -72,6 +72,12 @@ pub struct ReactorHandle {
 }
 
 /// The owner's side of a reactor: waits for events and delivers them. One per worker.
+///
+/// Dropping an io_uring driver collects its ring's pending completions, closes the ring and
+/// waits until the kernel has finished tearing it down — about 36 ms on Linux 6.18 — so that
+/// no thread is interrupted afterwards by work the kernel queues for a closed ring (a blocking
+/// socket read with a receive timeout would fail with `EINTR`). Before moving a driver to
+/// another thread, see [`leave_thread`](Self::leave_thread).
 pub struct Driver {
     handle: ReactorHandle,
     selector: AnySelector,
