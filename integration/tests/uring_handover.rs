@@ -126,7 +126,10 @@ async fn handover(listener: &TcpListener, len: usize, chunk: usize, early: usize
             Ok(0) => break,
             Ok(n) => got.extend_from_slice(&buf[..n]),
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => panic!("read from the handed-over socket: {e}"),
+            Err(e) => panic!(
+                "read from the handed-over socket: {e} ({} of {len} bytes, {early} read early)",
+                got.len()
+            ),
         }
     }
     writer.join().unwrap();

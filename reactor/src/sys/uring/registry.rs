@@ -344,6 +344,10 @@ impl crate::sys::Registry for Registry {
                 if let Some(core) = issuer.core.upgrade()
                     && let Some(mut core) = core.try_lock()
                 {
+                    // The registration may still be in the inbox (made since the last turn):
+                    // this deregistration follows it there, so that both are drained together
+                    // and nothing is armed on the fd (whose number may be reused by then).
+                    self.push(Op::Deregister { fd, seq: 0 });
                     core.detach(fd, self.eventfd.as_raw_fd(), &self.woken);
                     return Ok(());
                 }
