@@ -138,6 +138,29 @@ impl Core {
     }
 }
 
+/// Drops `old` (closing it and waiting for its teardown) on a thread of its own, with the
+/// buffers its receives may still name, which `bufs` swaps for new ones. Where no new buffers
+/// or thread can be had, drops it here.
+fn retire(old: Ring, bufs: Option<&mut super::bufs::BufRing>) {
+    let old_bufs = match bufs {
+        Some(bufs) => match super::bufs::BufRing::new() {
+            Ok(fresh) => Some(std::mem::replace(bufs, fresh)),
+            Err(_) => return drop(old),
+        },
+        None => None,
+    };
+    // A tuple drops its fields in order: the ring (and its teardown) before the buffers. If no
+    // thread can be started, the closure, and with it the pair, is dropped here.
+    let retired = (old, old_bufs);
+    if std::thread::Builder::new()
+        .name("weir-uring-retire".into())
+        .spawn(move || drop(retired))
+        .is_err()
+    {
+        tracing::debug!(target: "weir::reactor", "io_uring ring retired on the owner's thread");
+    }
+}
+
 impl Selector {
     /// `true` if min_wait windows are the kernel's (`IORING_FEAT_MIN_TIMEOUT`).
     pub(crate) fn native_window(&self) -> bool {
@@ -208,10 +231,18 @@ impl Selector {
         // The registry's duplicate of the old ring goes first, or the old ring would outlive
         // its drop.
         self.publish_issuer(registry, &core.ring)?;
-        drop(old);
+        if enable {
+            // Found on another thread (moved without `leave_thread`): waiting here for the
+            // old ring's teardown would stall this owner; a thread of its own drops the old
+            // ring and then its buffers, and the new ring gets new buffers.
+            retire(old, core.bufs.as_mut());
+        } else {
+            drop(old);
+        }
         if let Some(bufs) = core.bufs.as_mut() {
-            // SAFETY: the old ring is closed and the kernel has torn it down (its drop waits
-            // for that): its receives no longer run.
+            // SAFETY: no other ring can write into these buffers: either the old ring is closed
+            // and torn down (its drop waits for that), or it was retired with the old buffers
+            // and these are new.
             unsafe { bufs.register(core.ring.inner()) }?;
         }
         core.ring.push(polls::wake_poll(self.eventfd));
