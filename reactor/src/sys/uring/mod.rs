@@ -37,8 +37,11 @@
 //! teardown there, and a new ring, not enabled yet, with every live poll queued on it, which
 //! the next `select` enables wherever it runs. Should the owner move threads without it, the
 //! kernel refuses its enter (`EEXIST`): the selector then builds a new ring on the new thread
-//! and arms every live poll on it again, and the old thread gets the old ring's task work. A
-//! new poll reports the fd's state at once, so no readiness is lost in the move.
+//! and arms every live poll on it again (the old ring is dropped on a thread of its own, so
+//! the owner does not wait for its teardown), and the old thread gets the old ring's task
+//! work. That is what `block_in_place` does: the thread running the closure may see one
+//! interrupted call (`EINTR`) when the ring it left is closed. A new poll reports the fd's
+//! state at once, so no readiness is lost in the move.
 //!
 //! Every wait drains the CQ as far as the caller's `max` allows (what is left stays in the CQ
 //! for the next turn). When the kernel flags an overflow (`IORING_SQ_CQ_OVERFLOW`; it keeps the
