@@ -132,10 +132,12 @@
 //! - **Child processes** are waited for with a pidfd in the reactor (no SIGCHLD handler); on
 //!   kernels without `pidfd_open` a wait holds a blocking-pool thread until the child exits.
 //!
-//! tokio compatibility: with [`Builder::tokio_compat`](runtime::Builder::tokio_compat), tasks
-//! started with `tokio::spawn` run on the compat runtime's thread, not on weir's workers, and
-//! code running there is outside weir (`weir::spawn` panics there; weir sockets made there use
-//! the fallback reactor).
+//! tokio compatibility: with [`Builder::tokio_compat`](runtime::Builder::tokio_compat), each
+//! worker runs inside a tokio runtime of its own, so a task started with `tokio::spawn` runs on
+//! the worker that spawned it, never stolen by another, and `weir::spawn` works inside it. With
+//! [`Builder::tokio_compat_threads`](runtime::Builder::tokio_compat_threads) (and on io_uring)
+//! tokio's tasks run on a separate tokio runtime's threads instead, where code is outside weir
+//! (`weir::spawn` panics there; weir sockets made there use the fallback reactor).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]

@@ -1,25 +1,56 @@
-//! tokio compatibility (feature `tokio-compat`): a small tokio runtime owned by the weir runtime,
-//! whose handle is entered wherever weir runs code — on every worker thread, inside `block_on`,
-//! on blocking-pool threads and under `Runtime::enter`. Library code that calls
-//! `tokio::spawn`, `tokio::time`, `tokio::net` or `tokio::fs` then finds a tokio runtime
-//! instead of panicking.
+//! tokio compatibility (feature `tokio-compat`): tokio runtimes owned by the weir runtime, so
+//! that library code calling `tokio::spawn`, `tokio::time`, `tokio::net` or `tokio::fs` finds
+//! a tokio runtime instead of panicking. Two modes:
 //!
-//! What runs where:
-//! - tasks spawned with `tokio::spawn` (and `JoinSet`), tokio's timers and tokio's sockets are
-//!   driven by the compat runtime's threads;
-//! - weir's tasks, timers and sockets stay on weir's workers. A weir task that awaits a tokio
-//!   timer or socket is woken by a compat thread: one cross-thread wake-up per event.
+//! - **per worker** (the default of `Builder::tokio_compat`): every worker owns a tokio
+//!   current-thread runtime and runs inside it (`worker/nested.rs`). tokio's tasks spawned on a
+//!   worker, tokio's timers and sockets created there are driven by that worker's thread, next
+//!   to the weir tasks that use them. Threads that are not workers (`block_on`, the blocking
+//!   pool, `Runtime::enter`) enter worker 0's tokio runtime.
+//! - **sidecar** (`Builder::tokio_compat_threads(n)`): one tokio multi-thread runtime of `n`
+//!   threads beside weir's workers, entered on every weir thread. Each event crossing between
+//!   the two is a cross-thread wake-up; it is kept for libraries that need tokio's
+//!   multi-thread runtime (`tokio::task::block_in_place`), and for io_uring, whose ring cannot
+//!   be waited on from inside tokio.
 //!
 //! Without the feature every type here is empty and entering it does nothing.
 
 use std::io;
+#[cfg(feature = "tokio-compat")]
+use std::sync::Arc;
 use std::time::Instant;
 
-/// The compat runtime's handle, entered by weir's threads.
+/// Which compatibility runtime a weir runtime gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) enum CompatMode {
+    #[default]
+    Off,
+    /// A tokio current-thread runtime inside each worker.
+    PerWorker,
+    /// A tokio multi-thread runtime of this many threads beside the workers.
+    Sidecar(usize),
+}
+
+/// The tokio runtime of one worker (per-worker mode). Held (locked) by the thread that runs
+/// the worker inside it; a thread that finds it held (the worker was handed over by
+/// `block_in_place` while its old thread still polls a task inside it) runs the worker without
+/// nesting until it is free.
+#[cfg(feature = "tokio-compat")]
+#[derive(Debug)]
+pub(crate) struct WorkerTokio {
+    pub(crate) handle: tokio::runtime::Handle,
+    pub(crate) rt: parking_lot::Mutex<Option<tokio::runtime::Runtime>>,
+}
+
+/// The compat runtimes' handles, entered by weir's threads.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct CompatHandle {
+    /// The handle entered off the workers (and on the workers in sidecar mode).
     #[cfg(feature = "tokio-compat")]
     handle: Option<tokio::runtime::Handle>,
+    /// Per-worker mode: one runtime per worker, by index.
+    #[cfg(feature = "tokio-compat")]
+    workers: Arc<[WorkerTokio]>,
 }
 
 /// Keeps the compat runtime current on this thread while it lives.
@@ -31,75 +62,144 @@ pub(crate) struct CompatGuard<'a> {
     _lt: std::marker::PhantomData<&'a ()>,
 }
 
+/// tokio's `enter` panics while the thread exits after tokio's thread-local is gone (a weir
+/// runtime kept in a thread-local shuts down then): enter nothing there.
+#[cfg(feature = "tokio-compat")]
+fn enter_handle(h: &tokio::runtime::Handle) -> Option<tokio::runtime::EnterGuard<'_>> {
+    (!tokio::runtime::Handle::try_current().is_err_and(|e| e.is_thread_local_destroyed()))
+        .then(|| h.enter())
+}
+
 impl CompatHandle {
-    /// Makes the compat runtime (if any) current on this thread until the guard drops. Does
-    /// nothing while the thread exits after tokio's thread-local is gone (tokio's `enter`
-    /// would panic there, and a weir runtime kept in a thread-local shuts down then).
+    /// Makes the compat runtime (if any) current on this thread until the guard drops.
     pub(crate) fn enter(&self) -> CompatGuard<'_> {
         CompatGuard {
             #[cfg(feature = "tokio-compat")]
-            _guard: self
-                .handle
-                .as_ref()
-                .filter(|_| {
-                    !tokio::runtime::Handle::try_current()
-                        .is_err_and(|e| e.is_thread_local_destroyed())
-                })
-                .map(tokio::runtime::Handle::enter),
+            _guard: self.handle.as_ref().and_then(enter_handle),
             #[cfg(not(feature = "tokio-compat"))]
             _lt: std::marker::PhantomData,
         }
     }
+
+    /// Makes worker `index`'s tokio runtime current (per-worker mode; else as [`enter`](Self::enter)).
+    #[cfg_attr(not(feature = "tokio-compat"), allow(unused_variables))]
+    pub(crate) fn enter_worker(&self, index: usize) -> CompatGuard<'_> {
+        #[cfg(feature = "tokio-compat")]
+        if let Some(w) = self.workers.get(index) {
+            return CompatGuard {
+                _guard: enter_handle(&w.handle),
+            };
+        }
+        self.enter()
+    }
+
+    /// Worker `index`'s own tokio runtime, in per-worker mode.
+    #[cfg(feature = "tokio-compat")]
+    pub(crate) fn worker(&self, index: usize) -> Option<&WorkerTokio> {
+        self.workers.get(index)
+    }
 }
 
-/// The compat runtime, owned by weir's `Runtime` and shut down with it.
+/// The compat runtimes, owned by weir's `Runtime` and shut down with it.
 #[derive(Debug, Default)]
 pub(crate) struct CompatRuntime {
     #[cfg(feature = "tokio-compat")]
-    runtime: Option<tokio::runtime::Runtime>,
+    sidecar: Option<tokio::runtime::Runtime>,
+    #[cfg(feature = "tokio-compat")]
+    workers: Arc<[WorkerTokio]>,
 }
 
 impl CompatRuntime {
-    /// Starts a compat runtime of `threads` threads (`0`: none).
+    /// Starts the compat runtime(s) of `mode` for a runtime of `workers` workers.
     #[cfg_attr(not(feature = "tokio-compat"), allow(unused_variables))]
     pub(crate) fn start(
-        threads: usize,
+        mode: CompatMode,
+        workers: usize,
         thread_name: &str,
     ) -> io::Result<(CompatRuntime, CompatHandle)> {
         #[cfg(feature = "tokio-compat")]
-        if threads > 0 {
-            let name = format!("{thread_name}-tokio");
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(threads)
-                .thread_name(name)
-                .enable_all()
-                .build()?;
-            let handle = runtime.handle().clone();
-            tracing::debug!(target: "weir::worker", threads, "tokio compat runtime started");
-            return Ok((
-                CompatRuntime {
-                    runtime: Some(runtime),
-                },
-                CompatHandle {
-                    handle: Some(handle),
-                },
-            ));
+        match mode {
+            CompatMode::Off => {}
+            CompatMode::Sidecar(threads) => {
+                let name = format!("{thread_name}-tokio");
+                let runtime = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(threads)
+                    .thread_name(name)
+                    .enable_all()
+                    .build()?;
+                let handle = runtime.handle().clone();
+                tracing::debug!(target: "weir::worker", threads, "tokio compat runtime started beside the workers");
+                return Ok((
+                    CompatRuntime {
+                        sidecar: Some(runtime),
+                        workers: Arc::new([]),
+                    },
+                    CompatHandle {
+                        handle: Some(handle),
+                        workers: Arc::new([]),
+                    },
+                ));
+            }
+            CompatMode::PerWorker => {
+                let name = format!("{thread_name}-tokio-blocking");
+                let all = (0..workers)
+                    .map(|_| {
+                        let rt = tokio::runtime::Builder::new_current_thread()
+                            .thread_name(name.clone())
+                            .enable_all()
+                            .build()?;
+                        Ok(WorkerTokio {
+                            handle: rt.handle().clone(),
+                            rt: parking_lot::Mutex::new(Some(rt)),
+                        })
+                    })
+                    .collect::<io::Result<Vec<_>>>()?;
+                let all: Arc<[WorkerTokio]> = all.into();
+                tracing::debug!(target: "weir::worker", workers, "tokio compat runtime started in every worker");
+                return Ok((
+                    CompatRuntime {
+                        sidecar: None,
+                        workers: all.clone(),
+                    },
+                    CompatHandle {
+                        handle: Some(all[0].handle.clone()),
+                        workers: all,
+                    },
+                ));
+            }
         }
         Ok((CompatRuntime::default(), CompatHandle::default()))
     }
 
-    /// Shuts the compat runtime down: its tasks are dropped, and its blocking threads are
-    /// waited for until `deadline` (forever if `None`).
+    /// Shuts the compat runtimes down: their tasks are dropped, and their blocking threads are
+    /// waited for until `deadline` (forever if `None`). Called once weir's workers stopped.
     ///
     /// tokio refuses to block while dropping a runtime inside one of its async contexts (the
     /// weir runtime may be dropped there), so the shutdown runs on a thread of its own.
     #[cfg_attr(not(feature = "tokio-compat"), allow(unused_variables))]
     pub(crate) fn shutdown(&mut self, deadline: Option<Instant>) {
         #[cfg(feature = "tokio-compat")]
-        if let Some(runtime) = self.runtime.take() {
-            let stop = move || match deadline {
-                Some(d) => runtime.shutdown_timeout(d.saturating_duration_since(Instant::now())),
-                None => drop(runtime),
+        {
+            let mut all: Vec<tokio::runtime::Runtime> = self.sidecar.take().into_iter().collect();
+            // The workers have left their runtimes, unless one did not stop by the deadline:
+            // its runtime is left to it.
+            all.extend(
+                self.workers
+                    .iter()
+                    .filter_map(|w| w.rt.try_lock().and_then(|mut rt| rt.take())),
+            );
+            if all.is_empty() {
+                return;
+            }
+            let stop = move || {
+                for runtime in all {
+                    match deadline {
+                        Some(d) => {
+                            runtime.shutdown_timeout(d.saturating_duration_since(Instant::now()))
+                        }
+                        None => drop(runtime),
+                    }
+                }
             };
             match std::thread::Builder::new()
                 .name("weir-tokio-shutdown".into())

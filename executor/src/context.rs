@@ -189,9 +189,20 @@ pub(crate) struct WorkerCx {
     /// After a hand-off: this thread's entry of the worker's reactor as a guest (not its
     /// owner any more), dropped before the owner's entry it sits on.
     pub(crate) guest_reactor: RefCell<Option<weir_reactor::ReactorEnterGuard>>,
+    /// Set while the worker is parked inside its tokio runtime (tokio compatibility): the
+    /// waker of the worker loop's tokio task, which a task queued here wakes (same thread,
+    /// no syscall).
+    pub(crate) nested_waker: Cell<Option<std::task::Waker>>,
 }
 
 impl WorkerCx {
+    /// A task was queued on this worker: if it is parked inside its tokio runtime, resume it.
+    pub(crate) fn resume_nested(&self) {
+        if let Some(w) = self.nested_waker.take() {
+            w.wake();
+        }
+    }
+
     /// The queues of the worker running on this thread.
     pub(crate) fn queues(&self) -> RefMut<'_, Queues> {
         RefMut::map(self.queues.borrow_mut(), |q| {

@@ -99,7 +99,10 @@ impl WorkerCx {
         let shared = &*self.shared;
         match task.header().owner {
             Some(w) if w != self.index => shared.push_inbox(w, task),
-            Some(_) => self.queues().pinned.push_back(task),
+            Some(_) => {
+                self.queues().pinned.push_back(task);
+                self.resume_nested();
+            }
             None => {
                 let metrics = &shared.remotes[self.index].metrics;
                 let mut q = self.queues();
@@ -108,7 +111,11 @@ impl WorkerCx {
                 } else {
                     q.lifo.replace(task)
                 };
-                let Some(task) = to_queue else { return };
+                let Some(task) = to_queue else {
+                    drop(q);
+                    self.resume_nested();
+                    return;
+                };
                 if q.local.push_back(task, &shared.inject) {
                     metrics.overflows.add_owner(1);
                 }
@@ -116,6 +123,7 @@ impl WorkerCx {
                 // queued task this worker runs it as soon as the current poll returns.
                 let surplus = q.local.len() + usize::from(q.lifo.is_some()) > 1;
                 drop(q);
+                self.resume_nested();
                 if self.in_dispatch.get() {
                     self.notify_pending.set(true);
                 } else if surplus && shared.remotes.len() > 1 {

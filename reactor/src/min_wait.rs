@@ -358,7 +358,10 @@ fn adaptive_window(max_ns: u64, gap_ns: u64, busy_ns: u64, idle_ns: u64) -> Opti
     let cycle = busy_ns.saturating_add(idle_ns).max(1);
     // max × idle / cycle = max × (1 − busy / cycle), in u128 to keep the product exact.
     let window = (u128::from(max_ns) * u128::from(idle_ns) / u128::from(cycle)) as u64;
-    (window >= max_ns / 8 && gap_ns <= window / 2).then(|| Duration::from_nanos(window))
+    // `window ≥ max / 8` compared as `8 × window ≥ max`: `max_ns / 8` rounds down, which let a
+    // window up to 1 ns short of the bound open (a zero-length one when `max` is below 8 ns).
+    (window.saturating_mul(8) >= max_ns && gap_ns <= window / 2)
+        .then(|| Duration::from_nanos(window))
 }
 
 #[cfg(test)]
@@ -425,10 +428,120 @@ mod tests {
     }
 
     #[test]
+    fn adaptive_window_below_an_eighth_of_max_stays_closed() {
+        // max × idle / cycle = 3 ns, and 3 < 25 / 8 = 3.125 (which rounds down to 3).
+        assert_eq!(adaptive_window(25, 0, 7, 1), None);
+        assert_eq!(adaptive_window(24, 0, 7, 1), Some(Duration::from_nanos(3)));
+        // Below 8 ns no window reaches max / 8 when the worker is half busy.
+        assert_eq!(adaptive_window(1, 0, 1, 1), None);
+    }
+
+    #[test]
     fn fixed_and_off() {
         let d = Duration::from_micros(50);
         assert_eq!(Policy::new(MinWait::Fixed(d)).window(), Some(d));
         assert_eq!(Policy::new(MinWait::Off).window(), None);
         assert_eq!(MinWait::from(Duration::ZERO), MinWait::Off);
+    }
+}
+
+/// The adaptive policy against a model: the documented rule, computed in exact integers.
+#[cfg(test)]
+mod proptests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The window by the rule of the module docs: `max × idle / cycle` ns (rounded down, as a
+    /// `Duration` holds it), used while it is at least `max / 8` and `gap ≤ window / 2`,
+    /// compared without dividing the bounds.
+    fn model_window(max: u64, gap: u64, busy: u64, idle: u64) -> Option<u64> {
+        let (max, gap, busy, idle) = (max as u128, gap as u128, busy as u128, idle as u128);
+        let cycle = (busy + idle).clamp(1, u64::MAX as u128);
+        let w = max * idle / cycle;
+        (8 * w >= max && 2 * gap <= w).then_some(w as u64)
+    }
+
+    /// Values near the thresholds are where rounding shows: mostly small ones, some large.
+    fn ns(hi: u64) -> impl Strategy<Value = u64> {
+        prop_oneof![4 => 0..64u64, 2 => 0..=hi, 1 => Just(hi)]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn window_matches_the_rule(
+            max in 1..=(u64::MAX / 16),
+            (gap, busy, idle) in (ns(1 << 40), ns(1 << 40), ns(1 << 40)),
+        ) {
+            let got = adaptive_window(max, gap, busy, idle).map(|d| d.as_nanos() as u64);
+            prop_assert_eq!(got, model_window(max, gap, busy, idle));
+        }
+
+        #[test]
+        fn small_windows_match_the_rule(
+            max in 1..200u64,
+            gap in 0..200u64,
+            busy in 0..400u64,
+            idle in 0..400u64,
+        ) {
+            let got = adaptive_window(max, gap, busy, idle).map(|d| d.as_nanos() as u64);
+            prop_assert_eq!(got, model_window(max, gap, busy, idle));
+            if let Some(w) = got {
+                // Never above max, and the added latency W / (1 − ρ) stays within max.
+                prop_assert!(w <= max);
+                prop_assert!(u128::from(w) * u128::from(busy + idle) <= u128::from(max) * u128::from(idle));
+            }
+        }
+
+        /// Utilisation near 7/8, where the window is near `max / 8` and the rounding of that
+        /// bound decides.
+        #[test]
+        fn windows_at_the_lower_bound_match_the_rule(
+            max in 1..1_000u64,
+            gap in 0..4u64,
+            idle in 1..200u64,
+            off in 0..32u64,
+        ) {
+            let busy = (7 * idle + off).saturating_sub(16);
+            let got = adaptive_window(max, gap, busy, idle).map(|d| d.as_nanos() as u64);
+            prop_assert_eq!(got, model_window(max, gap, busy, idle));
+        }
+
+        /// Random waits fed to the policy: its window and the open/close it reports follow
+        /// the model's averages (weight 1/8, samples capped at 16 × max, `busy` from the
+        /// second wait on).
+        #[test]
+        fn policy_follows_the_model(
+            max in 1..5_000u64,
+            waits in proptest::collection::vec((0..20_000u64, 0..20_000u64, 0..20_000u64), 1..64),
+        ) {
+            let mut p = Policy::new(MinWait::Adaptive { max: Duration::from_nanos(max) });
+            let (mut gap, mut busy, mut idle) = (max, 0u64, max);
+            let ewma = |avg: u64, s: u64| avg - avg / 8 + s.min(16 * max) / 8;
+            let mut open = None;
+            let mut t = Instant::now();
+            for (i, &(ran, blocked, extra)) in waits.iter().enumerate() {
+                t += Duration::from_nanos(ran);
+                let start = t;
+                t += Duration::from_nanos(blocked + extra);
+                let changed = p.record(&WaitReport {
+                    events: 1,
+                    blocked: Duration::from_nanos(blocked),
+                    span: Some((start, t)),
+                    window: None,
+                });
+                gap = ewma(gap, blocked);
+                idle = ewma(idle, blocked + extra);
+                if i > 0 {
+                    busy = ewma(busy, ran);
+                }
+                let want = model_window(max, gap, busy, idle);
+                prop_assert_eq!(p.window().map(|d| d.as_nanos() as u64), want);
+                let expect_change = want.is_some() != open.is_some();
+                prop_assert_eq!(changed, expect_change.then_some(want.is_some()));
+                open = want;
+            }
+        }
     }
 }

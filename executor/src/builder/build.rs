@@ -14,7 +14,7 @@ use super::{
     MAX_WORKERS, MIN_STACK_SIZE, RECV_MULTISHOT_ENV,
 };
 use crate::blocking;
-use crate::compat::CompatRuntime;
+use crate::compat::{CompatMode, CompatRuntime};
 use crate::config::Config;
 use crate::context;
 use crate::runtime::Runtime;
@@ -119,13 +119,14 @@ impl Builder {
                 "thread_stack_size = {s}: must be at least {MIN_STACK_SIZE} bytes"
             )));
         }
-        if self.tokio_compat_threads > MAX_WORKERS {
+        if let CompatMode::Sidecar(n) = self.tokio_compat
+            && n > MAX_WORKERS
+        {
             return Err(bad(format!(
-                "tokio_compat_threads = {}: must be at most {MAX_WORKERS}",
-                self.tokio_compat_threads
+                "tokio_compat_threads = {n}: must be at most {MAX_WORKERS}"
             )));
         }
-        if self.tokio_compat_threads > 0 && !cfg!(feature = "tokio-compat") {
+        if self.tokio_compat != CompatMode::Off && !cfg!(feature = "tokio-compat") {
             return Err(bad("tokio_compat needs weir's `tokio-compat` feature: \
                  weir = { version = \"…\", features = [\"tokio-compat\"] }"
                 .to_string()));
@@ -223,8 +224,16 @@ impl Builder {
             self.hooks.clone(),
             clock,
         );
+        let compat_mode = match self.tokio_compat {
+            // A ring cannot be waited on from inside tokio: tokio's work runs beside it.
+            CompatMode::PerWorker if drivers.iter().any(|d| d.nest_fd().is_none()) => {
+                tracing::debug!(target: "weir::worker", backend = ?built, "this backend cannot be nested in tokio: the tokio compat runtime runs beside the workers");
+                CompatMode::Sidecar(1)
+            }
+            m => m,
+        };
         let (compat_runtime, compat) =
-            CompatRuntime::start(self.tokio_compat_threads, &self.thread_name)?;
+            CompatRuntime::start(compat_mode, workers, &self.thread_name)?;
         let config = Config {
             event_interval: self.event_interval,
             global_queue_interval: self.global_queue_interval,

@@ -11,6 +11,7 @@ use weir_config::Flavor;
 use weir_reactor::os::linux::KernelBusyPoll;
 use weir_reactor::{Backend, MinWait};
 
+use crate::compat::CompatMode;
 use crate::config::Hooks;
 
 /// The environment variable that chooses the reactor backend of a runtime whose builder was
@@ -72,7 +73,7 @@ pub struct Builder {
     kernel_busy_poll_strict: bool,
     pin_workers: bool,
     timer_spin: Duration,
-    tokio_compat_threads: usize,
+    tokio_compat: CompatMode,
     name: Option<String>,
     hooks: Hooks,
     start_paused: bool,
@@ -102,7 +103,7 @@ impl Builder {
             kernel_busy_poll_strict: false,
             timer_spin: weir_reactor::DEFAULT_TIMER_SPIN,
             pin_workers: false,
-            tokio_compat_threads: 0,
+            tokio_compat: CompatMode::Off,
             name: None,
             hooks: Hooks::default(),
             start_paused: false,
@@ -414,36 +415,55 @@ impl Builder {
         self
     }
 
-    /// Runs a small tokio runtime (1 thread; see
-    /// [`tokio_compat_threads`](Self::tokio_compat_threads)) beside the weir runtime, and
-    /// makes it current on every thread that runs weir code: the workers, `block_on`, the
-    /// blocking pool and [`Runtime::enter`](crate::Runtime::enter). Libraries that call `tokio::spawn`,
-    /// `tokio::time::sleep`, `tokio::net` or `tokio::fs` (tower-http's `TimeoutLayer`,
-    /// reqwest, axum's WebSocket upgrade, `tokio::task::JoinSet`) then work instead of
-    /// panicking with "there is no reactor running".
+    /// Gives every worker a tokio runtime of its own and runs the worker inside it, so that
+    /// libraries calling `tokio::spawn`, `tokio::time`, `tokio::net` or `tokio::fs`
+    /// (tokio-postgres, deadpool, redis, reqwest, tower-http's `TimeoutLayer`, axum's WebSocket
+    /// upgrade, `tokio::task::JoinSet`) work on weir instead of panicking with "there is no
+    /// reactor running", and run on the thread of the weir code that uses them.
     ///
-    /// What runs where: tokio-spawned tasks, tokio's timers and tokio's sockets are driven by
-    /// the compat runtime's threads; weir's tasks, timers and sockets stay on weir's workers.
-    /// A weir task that waits for a tokio timer or socket is woken from a compat thread (a
-    /// cross-thread wake-up), so prefer weir's own types on hot paths. The compat runtime
-    /// shuts down with the weir runtime, after weir's tasks.
+    /// What runs where:
+    /// - a task started with `tokio::spawn` on a worker runs on that worker's thread, between
+    ///   weir's tasks; it is never stolen by another worker (weir's own tasks still are);
+    /// - a tokio timer or socket created on a worker is driven by that worker: the worker
+    ///   waits for weir's reactor and tokio's at once, weir's timers keep their nanosecond
+    ///   deadlines, and min_wait windows and busy polling apply as without tokio;
+    /// - a wake-up between a weir task and a tokio task of the same worker costs no syscall;
+    ///   one from another worker costs what any cross-thread wake-up costs (one eventfd write
+    ///   when the worker sleeps);
+    /// - off the workers (`block_on`'s caller, the blocking pool, [`Runtime::enter`](crate::Runtime::enter)),
+    ///   tokio calls go to worker 0's tokio runtime;
+    /// - tokio tasks still alive at shutdown are dropped after weir's tasks, while weir's
+    ///   reactors still exist.
+    ///
+    /// tokio's rules hold inside: `tokio::runtime::Handle::current()` works, and blocking on
+    /// a runtime (`Handle::block_on`) is refused as tokio refuses it. tokio's
+    /// `task::block_in_place` needs tokio's multi-thread runtime: for libraries that call it,
+    /// use [`tokio_compat_threads`](Self::tokio_compat_threads). With the io_uring backend,
+    /// whose ring cannot be waited on from inside tokio, the compat runtime runs beside the
+    /// workers (as with `tokio_compat_threads(1)`).
     ///
     /// Needs the `tokio-compat` feature: without it, [`build`](Self::build) fails with
     /// `InvalidInput`.
     pub fn tokio_compat(&mut self, on: bool) -> &mut Builder {
-        self.tokio_compat_threads = match (on, self.tokio_compat_threads) {
-            (false, _) => 0,
-            (true, 0) => 1,
-            (true, n) => n,
+        self.tokio_compat = match (on, self.tokio_compat) {
+            (false, _) => CompatMode::Off,
+            (true, CompatMode::Sidecar(n)) => CompatMode::Sidecar(n),
+            (true, _) => CompatMode::PerWorker,
         };
         self
     }
 
-    /// Worker threads of the tokio compat runtime (default 1 once
-    /// [`tokio_compat`](Self::tokio_compat) is on; `0` turns it off). At most
-    /// [`MAX_WORKERS`].
+    /// Runs tokio's work on a tokio multi-thread runtime of `n` threads beside the weir
+    /// runtime instead of inside the workers (`0` turns tokio compatibility off). Every event
+    /// between weir code and tokio's tasks, timers or sockets is then a cross-thread wake-up:
+    /// use it only for libraries that need tokio's multi-thread runtime
+    /// (`tokio::task::block_in_place`). At most [`MAX_WORKERS`].
     pub fn tokio_compat_threads(&mut self, n: usize) -> &mut Builder {
-        self.tokio_compat_threads = n;
+        self.tokio_compat = if n == 0 {
+            CompatMode::Off
+        } else {
+            CompatMode::Sidecar(n)
+        };
         self
     }
 
@@ -490,7 +510,7 @@ impl fmt::Debug for Builder {
             .field("global_queue_interval", &self.global_queue_interval)
             .field("kernel_busy_poll", &self.kernel_busy_poll)
             .field("pin_workers", &self.pin_workers)
-            .field("tokio_compat_threads", &self.tokio_compat_threads)
+            .field("tokio_compat", &self.tokio_compat)
             .field("name", &self.name)
             .field("hooks", &self.hooks)
             .field("start_paused", &self.start_paused)

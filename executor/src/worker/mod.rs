@@ -46,6 +46,8 @@
 //! (`handoff.rs`).
 
 mod handoff;
+#[cfg(feature = "tokio-compat")]
+mod nested;
 mod park;
 mod steal;
 
@@ -105,6 +107,7 @@ pub(crate) fn run<F: Future>(
         local_thread: Cell::new(core.local_thread),
         lent: Cell::new(None),
         guest_reactor: RefCell::new(None),
+        nested_waker: Cell::new(None),
     };
     let remote = &shared.remotes[index];
     let (core, out) = {
@@ -144,6 +147,43 @@ pub(crate) fn run<F: Future>(
     (core, out)
 }
 
+/// The root future of a current-thread `block_on`, with its waker.
+struct Root<'r, F> {
+    fut: Pin<&'r mut F>,
+    woken: Arc<RootWaker>,
+    waker: Waker,
+}
+
+/// What one [`Worker::step`] did.
+enum Step<T> {
+    /// Ran a task, or found work for the next step.
+    Ran,
+    /// Nothing to do: park.
+    Idle,
+    /// The root future completed.
+    Done(T),
+    /// Shutdown, or a task handed the worker to another thread: leave the loop.
+    Exit,
+}
+
+/// Why a loop ended.
+enum Exit<T> {
+    Done(T),
+    Stopped,
+    /// Only in tokio compatibility: the worker's tokio runtime is free again; go run inside it.
+    #[cfg_attr(not(feature = "tokio-compat"), allow(dead_code))]
+    Nest,
+}
+
+impl<T> Exit<T> {
+    fn done(self) -> Option<T> {
+        match self {
+            Exit::Done(v) => Some(v),
+            Exit::Stopped | Exit::Nest => None,
+        }
+    }
+}
+
 /// What became of the worker while a task ran.
 #[must_use]
 #[derive(Debug, PartialEq, Eq)]
@@ -169,42 +209,71 @@ impl Worker<'_> {
             .expect("the worker loop runs only while it holds its core")
     }
 
-    fn run_loop<F: Future>(&mut self, mut root: Option<Pin<&mut F>>) -> Option<F::Output> {
-        let root_waker = root.as_ref().map(|_| {
-            Arc::new(RootWaker {
+    fn run_loop<F: Future>(&mut self, root: Option<Pin<&mut F>>) -> Option<F::Output> {
+        let mut root = root.map(|fut| {
+            let waker = Arc::new(RootWaker {
                 woken: AtomicBool::new(true),
                 reactor: self.remote.reactor.clone(),
-            })
+            });
+            Root {
+                fut,
+                waker: Waker::from(waker.clone()),
+                woken: waker,
+            }
         });
-        let waker = root_waker.clone().map(Waker::from);
+        #[cfg(feature = "tokio-compat")]
+        if let Some(tokio) = self.shared.config.compat.worker(self.cx.index) {
+            return nested::run_modes(self, &mut root, tokio).done();
+        }
+        self.plain_loop(&mut root, || false).done()
+    }
+
+    /// The loop on its own thread: park in the reactor when idle. Leaves it with
+    /// [`Exit::Nest`] when `nest` says so (checked every turn).
+    fn plain_loop<F: Future>(
+        &mut self,
+        root: &mut Option<Root<'_, F>>,
+        nest: impl Fn() -> bool,
+    ) -> Exit<F::Output> {
         loop {
-            if let (Some(fut), Some(rw), Some(waker)) = (root.as_mut(), &root_waker, &waker)
-                && rw.woken.swap(false, Ordering::SeqCst)
-            {
-                let mut cx = Context::from_waker(waker);
-                if let Poll::Ready(v) = coop::budget(|| fut.as_mut().poll(&mut cx)) {
-                    return Some(v);
-                }
+            match self.step(root) {
+                Step::Ran => {}
+                Step::Idle => self.park(root.as_ref().map(|r| &r.woken.woken)),
+                Step::Done(v) => return Exit::Done(v),
+                Step::Exit => return Exit::Stopped,
             }
-            if self.shared.is_shutdown() {
-                return None;
+            if nest() {
+                return Exit::Nest;
             }
-            let root_woken = root_waker.as_deref().map(|rw| &rw.woken);
-            let task = match self.next_task().or_else(|| self.search()) {
-                Some(task) => Some(task),
-                None => match self.spin(root_woken) {
-                    park::Spin::Found(task) => task,
-                    park::Spin::GaveUp => {
-                        self.park(root_woken);
-                        None
-                    }
-                },
-            };
-            if let Some(task) = task
-                && self.run_task(task) == Ran::HandedOver
-            {
-                return None;
+        }
+    }
+
+    /// One turn of the loop: poll the root future if it was woken, then run one task — or
+    /// spin for one, or report that there is none.
+    fn step<F: Future>(&mut self, root: &mut Option<Root<'_, F>>) -> Step<F::Output> {
+        if let Some(r) = root.as_mut()
+            && r.woken.woken.swap(false, Ordering::SeqCst)
+        {
+            let mut cx = Context::from_waker(&r.waker);
+            if let Poll::Ready(v) = coop::budget(|| r.fut.as_mut().poll(&mut cx)) {
+                return Step::Done(v);
             }
+        }
+        if self.shared.is_shutdown() {
+            return Step::Exit;
+        }
+        let root_woken = root.as_ref().map(|r| &r.woken.woken);
+        let task = match self.next_task().or_else(|| self.search()) {
+            Some(task) => task,
+            None => match self.spin(root_woken) {
+                park::Spin::Found(Some(task)) => task,
+                park::Spin::Found(None) => return Step::Ran,
+                park::Spin::GaveUp => return Step::Idle,
+            },
+        };
+        match self.run_task(task) {
+            Ran::Here => Step::Ran,
+            Ran::HandedOver => Step::Exit,
         }
     }
 

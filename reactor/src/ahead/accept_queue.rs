@@ -150,3 +150,83 @@ mod tests {
         assert!(q.take().resume, "empty and paused: accept again");
     }
 }
+
+/// Random accepts, accept errors, takes and owner resumes against a `VecDeque` model: sockets
+/// come out in order, an error after the sockets queued before it and only once, and the
+/// reader that finds the stopped queue empty asks, once, for accepting to go on.
+#[cfg(test)]
+mod proptests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::os::fd::AsRawFd;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Push,
+        Error(i32),
+        Take,
+        /// The owner accepts again (only ever while it is stopped).
+        Resumed,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            8 => Just(Op::Push),
+            1 => prop_oneof![Just(libc::EMFILE), Just(libc::ENFILE), Just(libc::ENOMEM)].prop_map(Op::Error),
+            6 => Just(Op::Take),
+            2 => Just(Op::Resumed),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn matches_a_vecdeque(ops in proptest::collection::vec(op(), 1..200)) {
+            let q = AcceptQueue::new(3);
+            // The raw fds of the queued sockets (unique while the queue owns them).
+            let mut sockets: VecDeque<RawFd> = VecDeque::new();
+            let (mut error, mut paused, mut asked) = (None, false, false);
+            for op in ops {
+                match op {
+                    Op::Push => {
+                        let fd: OwnedFd = std::fs::File::open("/dev/null").unwrap().into();
+                        sockets.push_back(fd.as_raw_fd());
+                        let stop = !paused && sockets.len() >= ACCEPT_HIGH_WATER;
+                        if stop {
+                            (paused, asked) = (true, false);
+                        }
+                        prop_assert_eq!(q.push(fd), stop);
+                    }
+                    Op::Error(errno) => {
+                        q.set_error(errno);
+                        error = Some(errno);
+                        (paused, asked) = (true, false);
+                    }
+                    Op::Take => {
+                        let Accepted { result, resume } = q.take();
+                        if let Some(want) = sockets.pop_front() {
+                            prop_assert_eq!(result.unwrap().as_raw_fd(), want);
+                            prop_assert!(!resume, "a socket was there: the queue is not empty");
+                        } else {
+                            match error.take() {
+                                Some(errno) => prop_assert_eq!(result.unwrap_err().raw_os_error(), Some(errno)),
+                                None => prop_assert_eq!(result.unwrap_err().kind(), io::ErrorKind::WouldBlock),
+                            }
+                            let ask = paused && !asked;
+                            asked |= ask;
+                            prop_assert_eq!(resume, ask);
+                        }
+                    }
+                    Op::Resumed if paused => {
+                        q.resumed();
+                        (paused, asked) = (false, false);
+                    }
+                    _ => {}
+                }
+                prop_assert_eq!(q.queued(), sockets.len());
+                prop_assert_eq!(q.resume_asked(), asked);
+            }
+        }
+    }
+}

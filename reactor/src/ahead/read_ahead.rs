@@ -283,3 +283,120 @@ mod loom_tests {
         });
     }
 }
+
+/// Random pushes, ends, errors, reads, peeks and owner resumes against a `VecDeque` model of
+/// the queue and the documented pause rule (stop at `HIGH_WATER`; the first consuming read that
+/// leaves at most `LOW_WATER` asks, once, for the receive to go on).
+#[cfg(all(test, not(loom)))]
+mod proptests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Push(usize),
+        Eof,
+        Error,
+        Take {
+            consume: bool,
+            max: usize,
+        },
+        /// The owner arms the receive again (only ever while it is stopped).
+        Resumed,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            6 => (1..HIGH_WATER / 2).prop_map(Op::Push),
+            1 => Just(Op::Eof),
+            1 => Just(Op::Error),
+            6 => (any::<bool>(), 0..HIGH_WATER).prop_map(|(consume, max)| Op::Take { consume, max }),
+            2 => Just(Op::Resumed),
+        ]
+    }
+
+    #[derive(Default)]
+    struct Model {
+        bytes: VecDeque<u8>,
+        eof: bool,
+        error: Option<i32>,
+        paused: bool,
+        asked: bool,
+    }
+
+    proptest! {
+        // Fewer cases than elsewhere: each moves up to a megabyte through the queue.
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        #[test]
+        fn matches_a_vecdeque(ops in proptest::collection::vec(op(), 1..60)) {
+            let ra = ReadAhead::new(3);
+            let mut m = Model::default();
+            let mut next = 0u8;
+            for op in ops {
+                match op {
+                    Op::Push(n) => {
+                        let data: Vec<u8> = (0..n).map(|_| { next = next.wrapping_add(1); next }).collect();
+                        m.bytes.extend(&data);
+                        let stop = !m.paused && m.bytes.len() >= HIGH_WATER;
+                        if stop {
+                            (m.paused, m.asked) = (true, false);
+                        }
+                        prop_assert_eq!(ra.push(&data), stop);
+                    }
+                    Op::Eof => {
+                        ra.set_eof();
+                        m.eof = true;
+                    }
+                    Op::Error => {
+                        ra.set_error(libc::ECONNRESET);
+                        m.error = Some(libc::ECONNRESET);
+                    }
+                    Op::Take { consume, max } => {
+                        let mut buf = vec![0; max];
+                        let Taken { result, resume } = ra.take(consume, |a, b| copy_into(&mut buf, a, b));
+                        if m.bytes.is_empty() {
+                            prop_assert!(!resume);
+                            match m.error {
+                                Some(errno) => {
+                                    prop_assert_eq!(result.unwrap_err().raw_os_error(), Some(errno));
+                                    if consume {
+                                        // Reported once; the stream ends after it.
+                                        (m.error, m.eof) = (None, true);
+                                    }
+                                }
+                                None if m.eof => prop_assert_eq!(result.unwrap(), 0),
+                                None => prop_assert_eq!(
+                                    result.unwrap_err().kind(),
+                                    io::ErrorKind::WouldBlock
+                                ),
+                            }
+                        } else {
+                            let n = max.min(m.bytes.len());
+                            prop_assert_eq!(result.unwrap(), n);
+                            let want: Vec<u8> = m.bytes.iter().take(n).copied().collect();
+                            prop_assert_eq!(&buf[..n], &want[..], "bytes in order");
+                            let mut ask = false;
+                            if consume {
+                                m.bytes.drain(..n);
+                                if m.bytes.len() <= LOW_WATER && m.paused && !m.asked {
+                                    (m.asked, ask) = (true, true);
+                                }
+                            }
+                            prop_assert_eq!(resume, ask);
+                        }
+                    }
+                    Op::Resumed if m.paused => {
+                        ra.resumed();
+                        (m.paused, m.asked) = (false, false);
+                    }
+                    _ => {}
+                }
+                prop_assert_eq!(ra.buffered(), m.bytes.len());
+                prop_assert_eq!(ra.resume_asked(), m.asked);
+                // Never left stopped with a drained queue and nobody asking.
+                prop_assert!(!m.paused || m.asked || m.bytes.len() > LOW_WATER);
+            }
+        }
+    }
+}

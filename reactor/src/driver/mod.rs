@@ -31,6 +31,7 @@ use crate::park_state::{ParkState, Prepare, Unpark};
 use crate::sys::{self, AnyRegistry, AnySelector, Backend, Event};
 
 pub(crate) mod clock;
+mod nested;
 mod registrations;
 mod scheduled_io;
 mod steal;
@@ -39,6 +40,7 @@ mod timers;
 mod wait;
 
 use clock::Clock;
+pub use nested::NestedPark;
 use registrations::Registrations;
 pub(crate) use registrations::gone;
 pub use scheduled_io::ReadyEvent;

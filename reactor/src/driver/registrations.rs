@@ -61,6 +61,33 @@ impl Registrations {
         self.slab.drain().collect()
     }
 
+    /// Takes a slot for a new registration: its entry and token (fresh generation). Fails once
+    /// the reactor has shut down.
+    fn insert(&mut self) -> io::Result<(Arc<ScheduledIo>, u64)> {
+        if self.shutdown {
+            return Err(gone());
+        }
+        let generation = self.next_generation;
+        self.next_generation = (generation + 1) & 0x7FFF_FFFF;
+        let entry = self.slab.vacant_entry();
+        if entry.key() > u32::MAX as usize {
+            return Err(io::Error::other("too many registrations on one reactor"));
+        }
+        let io = Arc::new(ScheduledIo::new(generation));
+        let tok = token(generation, entry.key());
+        entry.insert(io.clone());
+        Ok((io, tok))
+    }
+
+    /// Frees the slot of `tok`, if it still holds that registration (not a later one).
+    fn remove(&mut self, tok: u64) -> Option<Arc<ScheduledIo>> {
+        let (generation, index) = split(tok);
+        match self.slab.get(index) {
+            Some(io) if io.generation() == generation => Some(self.slab.remove(index)),
+            _ => None,
+        }
+    }
+
     /// Sets the readiness of each event's registration, pushing the wakers to wake onto `wake`
     /// (woken by the caller, after the lock is released). Events of removed registrations are
     /// dropped; wake-handle events are only counted.
@@ -94,22 +121,7 @@ impl ReactorHandle {
         kind: SourceKind,
     ) -> io::Result<(Arc<ScheduledIo>, u64, Ahead)> {
         let inner = &*self.inner;
-        let (io, tok) = {
-            let mut set = inner.registrations.lock();
-            if set.shutdown {
-                return Err(gone());
-            }
-            let generation = set.next_generation;
-            set.next_generation = (generation + 1) & 0x7FFF_FFFF;
-            let entry = set.slab.vacant_entry();
-            if entry.key() > u32::MAX as usize {
-                return Err(io::Error::other("too many registrations on one reactor"));
-            }
-            let io = Arc::new(ScheduledIo::new(generation));
-            let tok = token(generation, entry.key());
-            entry.insert(io.clone());
-            (io, tok)
-        };
+        let (io, tok) = inner.registrations.lock().insert()?;
         let registered = match kind {
             SourceKind::Plain => inner
                 .registry
@@ -150,14 +162,8 @@ impl ReactorHandle {
     }
 
     pub(crate) fn remove_source(&self, tok: u64) {
-        let (generation, index) = split(tok);
-        let removed = {
-            let mut set = self.inner.registrations.lock();
-            match set.slab.get(index) {
-                Some(io) if io.generation() == generation => Some(set.slab.remove(index)),
-                _ => None,
-            }
-        };
+        // Dropped after the lock is released.
+        let removed = self.inner.registrations.lock().remove(tok);
         drop(removed);
     }
 }
@@ -165,4 +171,122 @@ impl ReactorHandle {
 /// The error of an operation on an I/O object whose reactor has shut down.
 pub(crate) fn gone() -> io::Error {
     io::Error::other("the weir reactor this I/O object was registered with has shut down")
+}
+
+/// Random registrations, removals (by live or stale token) and event deliveries against a
+/// `HashMap` model from token to the readiness it was delivered.
+#[cfg(test)]
+mod proptests {
+    use std::collections::HashMap;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::Ready;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Insert,
+        /// Remove the `i`-th token ever handed out.
+        Remove {
+            i: usize,
+        },
+        /// Deliver events: `Some(i)` for the `i`-th token ever handed out, `None` for a wake-up.
+        Deliver {
+            events: Vec<(Option<usize>, u8)>,
+        },
+        ShutDown,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        let event = (proptest::option::weighted(0.9, any::<usize>()), 0..64u8);
+        prop_oneof![
+            4 => Just(Op::Insert),
+            2 => any::<usize>().prop_map(|i| Op::Remove { i }),
+            4 => proptest::collection::vec(event, 0..8).prop_map(|events| Op::Deliver { events }),
+            1 => Just(Op::ShutDown),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn matches_a_hashmap(ops in proptest::collection::vec(op(), 1..150)) {
+            let mut set = Registrations::new();
+            // Live token -> (its entry, the readiness bits delivered, events delivered).
+            let mut model: HashMap<u64, (Arc<ScheduledIo>, usize, u16)> = HashMap::new();
+            let mut tokens: Vec<u64> = Vec::new();
+            let mut shut = false;
+            for op in ops {
+                match op {
+                    Op::Insert => match set.insert() {
+                        Ok((io, tok)) => {
+                            prop_assert!(!shut);
+                            prop_assert_ne!(tok, WAKE_TOKEN);
+                            prop_assert!(!tokens.contains(&tok), "a token is never handed out twice");
+                            prop_assert!(model.insert(tok, (io, 0, 0)).is_none());
+                            tokens.push(tok);
+                        }
+                        Err(_) => prop_assert!(shut),
+                    },
+                    Op::Remove { i } if !tokens.is_empty() => {
+                        let tok = tokens[i % tokens.len()];
+                        let removed = set.remove(tok);
+                        match model.remove(&tok) {
+                            Some((io, _, _)) => {
+                                prop_assert!(removed.is_some_and(|r| Arc::ptr_eq(&r, &io)));
+                            }
+                            None => prop_assert!(removed.is_none(), "a stale token frees nothing"),
+                        }
+                    }
+                    Op::Deliver { events } => {
+                        let events: Vec<Event> = events
+                            .into_iter()
+                            .filter_map(|(i, bits)| {
+                                let token = match i {
+                                    None => WAKE_TOKEN,
+                                    Some(_) if tokens.is_empty() => return None,
+                                    Some(i) => tokens[i % tokens.len()],
+                                };
+                                Some(Event { token, ready: Ready::from_usize(bits as usize) })
+                            })
+                            .collect();
+                        let mut wake = Vec::new();
+                        let d = set.deliver(&events, &mut wake);
+                        let wakes = events.iter().filter(|e| e.token == WAKE_TOKEN).count();
+                        prop_assert_eq!(d.wakes as usize, wakes);
+                        prop_assert_eq!(d.io_events as usize, events.len() - wakes);
+                        prop_assert!(wake.is_empty(), "nobody waits");
+                        for ev in &events {
+                            if let Some(entry) = model.get_mut(&ev.token) {
+                                entry.1 |= ev.ready.as_usize();
+                                entry.2 = entry.2.wrapping_add(1);
+                            }
+                        }
+                    }
+                    Op::ShutDown => {
+                        let taken = set.shut_down();
+                        prop_assert_eq!(taken.len(), model.len());
+                        for io in &taken {
+                            prop_assert!(model.values().any(|e| Arc::ptr_eq(&e.0, io)));
+                        }
+                        model.clear();
+                        shut = true;
+                    }
+                    _ => {}
+                }
+                prop_assert_eq!(set.len(), model.len());
+                for (tok, (io, bits, ticks)) in &model {
+                    // The slab holds this very entry under its token, with what was delivered.
+                    let (generation, index) = split(*tok);
+                    prop_assert!(set.slab.get(index).is_some_and(|e| Arc::ptr_eq(e, io)));
+                    prop_assert_eq!(io.generation(), generation);
+                    let now = io.ready_now(Ready::ALL);
+                    prop_assert_eq!(now.ready.as_usize(), *bits);
+                    prop_assert_eq!(now.tick, *ticks);
+                }
+            }
+        }
+    }
 }

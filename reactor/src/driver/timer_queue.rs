@@ -273,3 +273,125 @@ mod tests {
         assert_eq!(from_ns(to_ns(t)), t);
     }
 }
+
+/// Random operation sequences against a `BTreeMap` model of the armed timers.
+#[cfg(test)]
+mod proptests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+    use std::sync::{Arc, Mutex};
+    use std::task::Wake;
+
+    /// A waker that logs its id when woken, so a test can tell which timer fired.
+    struct Logged(u64, Arc<Mutex<Vec<u64>>>);
+    impl Wake for Logged {
+        fn wake(self: Arc<Self>) {
+            self.1.lock().unwrap().push(self.0);
+        }
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// Arm a timer `after` ns from now.
+        Insert {
+            after: u64,
+        },
+        /// Cancel the `i`-th key ever handed out (armed, fired or cancelled).
+        Cancel {
+            i: usize,
+        },
+        /// Give the `i`-th key a new waker.
+        Update {
+            i: usize,
+        },
+        /// Move the clock by `by` ns and expire.
+        Expire {
+            by: u64,
+        },
+        Drain,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            6 => (0..100u64).prop_map(|after| Op::Insert { after }),
+            3 => any::<usize>().prop_map(|i| Op::Cancel { i }),
+            2 => any::<usize>().prop_map(|i| Op::Update { i }),
+            3 => (0..60u64).prop_map(|by| Op::Expire { by }),
+            1 => Just(Op::Drain),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn matches_a_btreemap(ops in proptest::collection::vec(op(), 1..200)) {
+            let log = Arc::new(Mutex::new(Vec::new()));
+            let waker = |id: u64| Waker::from(Arc::new(Logged(id, log.clone())));
+            let mut q = TimerQueue::default();
+            // (deadline, arm order) -> (index of the key, id of its current waker)
+            let mut model: BTreeMap<(u64, usize), (usize, u64)> = BTreeMap::new();
+            // Every key handed out, with its model entry while it is armed.
+            let mut keys: Vec<(TimerKey, (u64, usize))> = Vec::new();
+            let (mut now, mut next_id) = (0u64, 0u64);
+            for op in ops {
+                match op {
+                    Op::Insert { after } => {
+                        let deadline = now + after;
+                        let earliest = model.keys().next().is_none_or(|&(d, _)| deadline < d);
+                        next_id += 1;
+                        let (key, first) = q.insert(deadline, waker(next_id));
+                        prop_assert_eq!(first, earliest);
+                        let mk = (deadline, keys.len());
+                        model.insert(mk, (keys.len(), next_id));
+                        keys.push((key, mk));
+                    }
+                    Op::Cancel { i } if !keys.is_empty() => {
+                        let (key, mk) = keys[i % keys.len()];
+                        let armed = model.remove(&mk).is_some();
+                        prop_assert_eq!(q.remove(key).is_some(), armed);
+                    }
+                    Op::Update { i } if !keys.is_empty() => {
+                        let (key, mk) = keys[i % keys.len()];
+                        next_id += 1;
+                        let armed = model.get_mut(&mk).map(|e| e.1 = next_id).is_some();
+                        prop_assert_eq!(q.update(key, &waker(next_id)), armed);
+                    }
+                    Op::Expire { by } => {
+                        now += by;
+                        let mut out = Vec::new();
+                        let n = q.expire(now, &mut out);
+                        let due: Vec<_> = model.range(..(now + 1, 0)).map(|(k, v)| (*k, v.1)).collect();
+                        prop_assert_eq!(n, due.len());
+                        out.into_iter().for_each(Waker::wake);
+                        let fired = std::mem::take(&mut *log.lock().unwrap());
+                        // Each due timer fired once, with its latest waker, in deadline order.
+                        let mut want: Vec<u64> = due.iter().map(|d| d.1).collect();
+                        let mut got = fired.clone();
+                        want.sort_unstable();
+                        got.sort_unstable();
+                        prop_assert_eq!(got, want);
+                        let deadline_of = |id: u64| due.iter().find(|d| d.1 == id).unwrap().0.0;
+                        prop_assert!(fired.windows(2).all(|w| deadline_of(w[0]) <= deadline_of(w[1])));
+                        for (k, _) in due {
+                            model.remove(&k);
+                        }
+                    }
+                    Op::Drain => {
+                        let mut out = Vec::new();
+                        q.drain(&mut out);
+                        prop_assert_eq!(out.len(), model.len());
+                        model.clear();
+                    }
+                    _ => {}
+                }
+                prop_assert_eq!(q.len(), model.len());
+                prop_assert_eq!(q.next_deadline(), model.keys().next().map(|k| k.0));
+                for (key, mk) in &keys {
+                    prop_assert_eq!(q.contains(*key), model.contains_key(mk));
+                }
+            }
+        }
+    }
+}

@@ -32,8 +32,8 @@ impl Driver {
 }
 
 impl ReactorHandle {
-    /// Arms a timer; wakes the owner if the timer is now the earliest and the caller is not the
-    /// owner (the owner recomputes its timeout before every wait).
+    /// Arms a timer; wakes the owner if the timer is now the earliest and the owner is not
+    /// running (it recomputes its timeout before every wait).
     ///
     /// `owner`: the caller is the owning worker (from `ReactorHandle::current_for_timer`).
     pub(crate) fn timer_insert(&self, deadline: Instant, waker: Waker, owner: bool) -> TimerKey {
@@ -45,7 +45,9 @@ impl ReactorHandle {
             .timers
             .lock()
             .insert(timer_queue::to_ns(deadline), waker);
-        if earliest && !owner {
+        // The owner recomputes its timeout before it blocks, unless it is parked inside
+        // another event loop (nesting), where its own code (a tokio task) may arm a timer.
+        if earliest && (!owner || inner.park.is_parked()) {
             self.unpark();
         }
         key
@@ -106,5 +108,153 @@ impl ReactorHandle {
     pub(crate) fn timer_cancel(&self, key: TimerKey) {
         let waker = self.inner.timers.lock().remove(key);
         drop(waker);
+    }
+}
+
+/// The handle's timer API on a reactor with a paused clock, against a `BTreeMap` model:
+/// random arms, re-arms, cancels and clock moves, expired by the owner or from another thread.
+#[cfg(test)]
+mod proptests {
+    use std::collections::BTreeMap;
+    use std::sync::{Arc, Mutex};
+    use std::task::Wake;
+    use std::time::Duration;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::DriverConfig;
+
+    struct Logged(usize, Arc<Mutex<Vec<usize>>>);
+    impl Wake for Logged {
+        fn wake(self: Arc<Self>) {
+            self.1.lock().unwrap().push(self.0);
+        }
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Insert {
+            after: u64,
+        },
+        Cancel {
+            i: usize,
+        },
+        Update {
+            i: usize,
+        },
+        /// Advance the paused clock by `by` ns, then expire as the owner (or as another thread).
+        Advance {
+            by: u64,
+            owner: bool,
+        },
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            // Small steps too, so that deadlines meet the clock exactly.
+            2 => (0..4u64).prop_map(|after| Op::Insert { after }),
+            3 => (0..1_000u64).prop_map(|after| Op::Insert { after }),
+            2 => any::<usize>().prop_map(|i| Op::Cancel { i }),
+            1 => any::<usize>().prop_map(|i| Op::Update { i }),
+            1 => (0..4u64, any::<bool>()).prop_map(|(by, owner)| Op::Advance { by, owner }),
+            2 => (0..600u64, any::<bool>()).prop_map(|(by, owner)| Op::Advance { by, owner }),
+        ]
+    }
+
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    enum State {
+        Armed,
+        Fired,
+        Cancelled,
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        #[test]
+        fn handle_timers_match_a_btreemap(ops in proptest::collection::vec(op(), 1..100)) {
+            let cfg = DriverConfig {
+                pausable_clock: true,
+                start_paused: true,
+                ..DriverConfig::default()
+            };
+            let mut driver = Driver::new(&cfg).unwrap();
+            let handle = driver.handle().clone();
+            let t0 = handle.inner.clock.now();
+            let log = Arc::new(Mutex::new(Vec::new()));
+            // (deadline offset, key index) of the armed timers.
+            let mut model: BTreeMap<(u64, usize), ()> = BTreeMap::new();
+            // Per key: its deadline offset, state, and the id of the waker it should wake.
+            let mut keys: Vec<(TimerKey, u64, State, usize)> = Vec::new();
+            let mut wakers = 0usize;
+            let mut now = 0u64;
+            // The clock reading of the last expiry, if any.
+            let mut seen = None;
+            for op in ops {
+                match op {
+                    Op::Insert { after } => {
+                        let deadline = now + after;
+                        wakers += 1;
+                        let w = Waker::from(Arc::new(Logged(wakers, log.clone())));
+                        let key = handle.timer_insert(t0 + Duration::from_nanos(deadline), w, true);
+                        model.insert((deadline, keys.len()), ());
+                        keys.push((key, deadline, State::Armed, wakers));
+                    }
+                    Op::Cancel { i } if !keys.is_empty() => {
+                        let i = i % keys.len();
+                        handle.timer_cancel(keys[i].0);
+                        if keys[i].2 == State::Armed {
+                            model.remove(&(keys[i].1, i));
+                            keys[i].2 = State::Cancelled;
+                        }
+                    }
+                    Op::Update { i } if !keys.is_empty() => {
+                        let i = i % keys.len();
+                        wakers += 1;
+                        let w = Waker::from(Arc::new(Logged(wakers, log.clone())));
+                        let armed = keys[i].2 == State::Armed;
+                        prop_assert_eq!(handle.timer_update(keys[i].0, &w), armed);
+                        if armed {
+                            keys[i].3 = wakers;
+                        }
+                    }
+                    Op::Advance { by, owner } => {
+                        now += by;
+                        handle.inner.clock.advance(Duration::from_nanos(by)).unwrap();
+                        let n = if owner {
+                            driver.expire_timers().0
+                        } else {
+                            handle.expire_due_timers()
+                        };
+                        seen = Some(now);
+                        let due: Vec<(u64, usize)> =
+                            model.range(..(now + 1, 0)).map(|(k, _)| *k).collect();
+                        prop_assert_eq!(n, due.len());
+                        let mut want: Vec<usize> = due.iter().map(|&(_, i)| keys[i].3).collect();
+                        for &(d, i) in &due {
+                            model.remove(&(d, i));
+                            keys[i].2 = State::Fired;
+                        }
+                        let mut fired = std::mem::take(&mut *log.lock().unwrap());
+                        want.sort_unstable();
+                        fired.sort_unstable();
+                        prop_assert_eq!(fired, want, "each due timer woke its latest waker once");
+                    }
+                    _ => {}
+                }
+                prop_assert_eq!(
+                    driver.next_timer().map(|t| t.duration_since(t0).as_nanos() as u64),
+                    model.keys().next().map(|k| k.0)
+                );
+                for &(key, deadline, state, _) in &keys {
+                    if state != State::Cancelled {
+                        prop_assert_eq!(handle.timer_has_fired(key), state == State::Fired);
+                    }
+                    let passed = handle.has_passed(t0 + Duration::from_nanos(deadline));
+                    prop_assert_eq!(passed, seen.is_some_and(|s| deadline <= s));
+                }
+            }
+        }
     }
 }

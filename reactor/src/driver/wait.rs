@@ -90,7 +90,7 @@ impl Driver {
 
     /// [`turn`](Self::turn) on a paused clock: poll without blocking; when idle, jump the
     /// clock to the nearest timer instead of waiting for it (see [`park`](Self::park)).
-    fn turn_paused(&mut self, timeout: Option<Duration>) -> io::Result<usize> {
+    pub(super) fn turn_paused(&mut self, timeout: Option<Duration>) -> io::Result<usize> {
         let (mut woken, _) = self.expire_timers();
         self.events.clear();
         let inner = &*self.handle.inner;
@@ -124,13 +124,13 @@ impl Driver {
 
     /// How early a timer-bound wait ends: four times the average lateness (the tail of the
     /// OS's wake-up latency is several times its mean), at most `spin_max`.
-    fn spin_margin(&self) -> Duration {
+    pub(super) fn spin_margin(&self) -> Duration {
         Duration::from_nanos(self.late_ns.saturating_mul(4)).min(self.spin_max)
     }
 
     /// Polls without blocking until `deadline` (on the reactor's clock), an I/O event or an
     /// unpark.
-    fn spin_until(&mut self, deadline: Instant) -> io::Result<()> {
+    pub(super) fn spin_until(&mut self, deadline: Instant) -> io::Result<()> {
         let inner = &*self.handle.inner;
         let start = inner.clock.now();
         let mut now = start;
@@ -156,7 +156,7 @@ impl Driver {
         Ok(())
     }
 
-    fn record_wait(&mut self, report: &WaitReport) {
+    pub(super) fn record_wait(&mut self, report: &WaitReport) {
         let m = &self.handle.inner.metrics;
         let worker = self.handle.inner.index;
         m.waits.add_owner(1);
@@ -203,7 +203,7 @@ impl Driver {
     }
 
     /// Sets readiness for the collected events and wakes their tasks.
-    fn deliver_events(&mut self) -> usize {
+    pub(super) fn deliver_events(&mut self) -> usize {
         if self.events.is_empty() {
             return 0;
         }

@@ -155,3 +155,11 @@ impl super::Selector for Selector {
         Ok(out.len() - before)
     }
 }
+
+impl Selector {
+    /// mio's poll fd (an epoll instance on Linux), readable while events are pending.
+    pub(crate) fn poll_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self.poll.as_raw_fd()
+    }
+}

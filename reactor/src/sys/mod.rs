@@ -422,6 +422,18 @@ impl AnySelector {
         }
     }
 
+    /// An fd that polls readable when this backend has something to deliver, for a reactor
+    /// waited on from inside another event loop (nesting): the epoll instance, or mio's poll
+    /// fd. `None` where the backend cannot be nested (io_uring).
+    pub(crate) fn nest_fd(&self, registry: &AnyRegistry) -> Option<std::os::fd::RawFd> {
+        match (self, registry) {
+            #[cfg(target_os = "linux")]
+            (AnySelector::Epoll(_), AnyRegistry::Epoll(r)) => Some(r.epoll_fd()),
+            (AnySelector::Mio(s), _) => Some(s.poll_fd()),
+            _ => None,
+        }
+    }
+
     /// `true` if the backend holds min_wait windows itself right now (io_uring on a kernel
     /// with `IORING_FEAT_MIN_TIMEOUT`); then [`select_window`](Self::select_window) is the wait.
     pub(crate) fn native_window(&self) -> bool {
