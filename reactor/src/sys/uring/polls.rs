@@ -570,7 +570,7 @@ mod tests {
     /// A table with one listener on the accept fast path. Completions are fed by hand; the ring
     /// is never entered, so nothing reaches the kernel.
     fn listener() -> Option<(Polls, Ring, Arc<AcceptQueue>)> {
-        let ring = match Ring::new(Sizes { sq: 8, cq: 16 }, false) {
+        let ring = match Ring::new(Sizes { sq: 8, cq: 16 }) {
             Ok(ring) => ring,
             Err(e) => {
                 eprintln!("skipped: no io_uring here ({e})");
