@@ -219,6 +219,16 @@ fn recv_fast_path_into_std_refuses_to_drop_read_ahead_bytes() {
         let err = s.into_std().unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidData);
         assert!(err.to_string().contains("3 bytes"), "{err}");
+        // Nothing is lost: the bytes and the stream come back with the error.
+        let (mut std, bytes) = weir::net::tcp::IntoStdError::from_io(err)
+            .expect("an IntoStdError")
+            .into_parts();
+        assert_eq!(bytes, b"abc");
+        std.set_nonblocking(false).unwrap();
+        talker.write_all(b"def").unwrap();
+        let mut rest = [0u8; 3];
+        std.read_exact(&mut rest).unwrap();
+        assert_eq!(&rest, b"def");
     });
 }
 

@@ -142,6 +142,9 @@ fn deregistration_from_another_thread_releases_the_socket() {
     a.set_nonblocking(true).unwrap();
     let reg = Registration::with_handle(a.as_raw_fd(), Interest::READABLE, d.handle()).unwrap();
     d.poll().unwrap();
+    // This thread turned the driver: it leaves nothing behind (the read below would be
+    // interrupted by the old ring's teardown otherwise).
+    d.leave_thread().unwrap();
     let h = d.handle().clone();
     let (tx, rx) = mpsc::channel();
     let owner = thread::spawn(move || {
@@ -625,4 +628,59 @@ fn recv_fast_path_survives_deregistration_and_a_moved_driver() {
     .unwrap();
     assert_eq!(d.uring_debug_info().unwrap().migrations, 1);
     drop((reg, a));
+}
+
+#[test]
+fn recv_fast_path_detach_before_the_owner_turned_arms_nothing() {
+    need_uring!("recv_fast_path_detach_before_the_owner_turned_arms_nothing");
+    let mut d = recv_driver();
+    d.poll().unwrap();
+    let (mut a, mut b) = UnixStream::pair().unwrap();
+    a.set_nonblocking(true).unwrap();
+    // Registered and detached on the owner's thread between two turns: the registration is
+    // still in the inbox when the detach runs.
+    let reg =
+        Registration::with_handle_stream(a.as_raw_fd(), Interest::READABLE, d.handle()).unwrap();
+    b.write_all(b"x").unwrap();
+    reg.detach(a.as_raw_fd()).unwrap();
+    for _ in 0..5 {
+        d.poll().unwrap();
+    }
+    assert!(settles_at(&mut d, 0));
+    assert_eq!(reg.read_ahead().unwrap().buffered(), 0);
+    // The byte is still the socket's: no receive ran on it.
+    let mut buf = [0u8; 1];
+    assert_eq!(a.read(&mut buf).unwrap(), 1);
+    drop(reg);
+}
+
+#[test]
+fn recv_fast_path_detach_collects_what_the_receive_took() {
+    need_uring!("recv_fast_path_detach_collects_what_the_receive_took");
+    let mut d = recv_driver();
+    let (mut a, mut b) = UnixStream::pair().unwrap();
+    a.set_nonblocking(true).unwrap();
+    let reg =
+        Registration::with_handle_stream(a.as_raw_fd(), Interest::READABLE, d.handle()).unwrap();
+    d.poll().unwrap();
+    // Bytes the armed receive takes before the detach, completions not reaped yet.
+    b.write_all(b"taken").unwrap();
+    reg.detach(a.as_raw_fd()).unwrap();
+    b.write_all(b"left").unwrap();
+    let taken = drain_read_ahead(&reg);
+    let mut left = Vec::new();
+    let mut buf = [0u8; 16];
+    loop {
+        match a.read(&mut buf) {
+            Ok(n) => left.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) => panic!("{e}"),
+        }
+        if taken.len() + left.len() == 9 {
+            break;
+        }
+    }
+    assert_eq!([taken, left].concat(), b"takenleft");
+    assert!(settles_at(&mut d, 0));
+    drop(reg);
 }

@@ -180,7 +180,10 @@ impl Builder {
     ///   `kernel.io_uring_disabled`, a seccomp filter such as the default profiles of container
     ///   runtimes, an old kernel — the runtime runs on epoll and logs one `tracing` warning per
     ///   process (target `weir::reactor`) naming the cause, unless
-    ///   [`backend_strict`](Self::backend_strict) makes that an error.
+    ///   [`backend_strict`](Self::backend_strict) makes that an error. Dropping an io_uring
+    ///   runtime waits for the kernel to finish tearing each ring down (about 36 ms per
+    ///   reactor on Linux 6.18), so that no thread of the program is interrupted afterwards by
+    ///   work the kernel queues for a closed ring.
     /// - `Backend::Auto`: io_uring where the kernel offers it, epoll otherwise; the choice and
     ///   its reason are logged once per process.
     ///
@@ -211,9 +214,11 @@ impl Builder {
     /// the peer) and gives the buffer back at once. Reads then take the bytes without a
     /// syscall. What changes for you:
     /// - `peek` sees the read-ahead bytes first, then waits as usual;
-    /// - `into_std` fails with `InvalidData`, naming how many bytes would be lost, when bytes
-    ///   were received ahead and not read (the stream is closed with the error); with none
-    ///   pending it hands over the socket as usual;
+    /// - `into_std` first stops the stream's receive and collects what it took, so no byte is
+    ///   lost in the handover; it fails with `InvalidData` when bytes were received ahead and
+    ///   not read, and the error carries them with the std stream
+    ///   (`weir::net::tcp::IntoStdError::from_io`); with none pending it hands over the socket
+    ///   as usual;
     /// - reading the fd yourself (`as_raw_fd`) misses what was already received ahead.
     ///
     /// Streams made with `connect` keep readiness (a receive armed during the handshake would

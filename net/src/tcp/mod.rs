@@ -15,4 +15,4 @@ pub use listener::{Incoming, TcpListener};
 pub use socket::TcpSocket;
 pub use split::{ReadHalf, WriteHalf};
 pub use split_owned::{OwnedReadHalf, OwnedWriteHalf, ReuniteError};
-pub use stream::TcpStream;
+pub use stream::{IntoStdError, TcpStream};

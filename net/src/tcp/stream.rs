@@ -162,35 +162,51 @@ impl TcpStream {
     /// Deregisters the stream and returns the standard stream. It stays in non-blocking mode;
     /// call `set_nonblocking(false)` for blocking use.
     ///
+    /// No byte is lost in the handover. With io_uring's receive fast path
+    /// ([`Builder::io_uring_recv_multishot`](weir_executor::Builder::io_uring_recv_multishot))
+    /// the reactor receives a stream's bytes ahead of its reads: its multishot receive is
+    /// stopped and its completions collected first, so that every byte of the stream is then
+    /// either queued in weir or still in the socket. From a thread other than the reactor's
+    /// owner that waits for the owner's next turn.
+    ///
     /// # Errors
-    /// Only with io_uring's receive fast path
-    /// ([`Builder::io_uring_recv_multishot`](weir_executor::Builder::io_uring_recv_multishot)):
-    /// `InvalidData` when bytes were received ahead and not read yet, which the standard stream
-    /// cannot give back; the stream is closed. Read until `WouldBlock` first. Bytes the kernel
-    /// had received into the ring's buffers but the reactor had not yet queued when this is
-    /// called are not seen by that check.
+    /// Only on that fast path: `InvalidData` when bytes were received ahead and not read yet,
+    /// which the standard stream cannot give back. The error carries them and the standard
+    /// stream: [`IntoStdError::from_io`] takes them out. `TimedOut`, carrying the same, when the
+    /// reactor's owner did not turn for 10 s to stop its receive (bytes it receives afterwards
+    /// are not in the error). Read until `WouldBlock` first to get `Ok`.
     pub fn into_std(self) -> io::Result<std::net::TcpStream> {
-        if let Some(n) = self
-            .io
-            .registration()
-            .read_ahead()
-            .map(|ra| ra.buffered())
-            .filter(|&n| n > 0)
-        {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "into_std: {n} bytes were received ahead by the io_uring reactor and not \
-                     read; a std::net::TcpStream cannot return them"
-                ),
-            ));
-        }
         // Not a close: skip `Drop` (its log line), and move `io` out.
         let this = ManuallyDrop::new(self);
         // SAFETY: `this` is never dropped nor used again, so `io` is read exactly once and
         // ends up with a single owner.
         let io = unsafe { std::ptr::read(&this.io) };
-        Ok(io.into_inner())
+        let (stream, buffered, detached) = io.into_parts();
+        match detached {
+            Ok(()) if buffered.is_empty() => Ok(stream),
+            Ok(()) => {
+                let msg = format!(
+                    "into_std: {} bytes were received ahead by the io_uring reactor and not \
+                     read; a std::net::TcpStream cannot return them (they and the stream are \
+                     in this error: IntoStdError::from_io)",
+                    buffered.len()
+                );
+                Err(IntoStdError::wrap(
+                    io::ErrorKind::InvalidData,
+                    msg,
+                    stream,
+                    buffered,
+                ))
+            }
+            Err(e) => {
+                let msg = format!(
+                    "into_std: {e}; {} bytes received ahead so far (they and the stream are in \
+                     this error: IntoStdError::from_io)",
+                    buffered.len()
+                );
+                Err(IntoStdError::wrap(e.kind(), msg, stream, buffered))
+            }
+        }
     }
 
     /// The local address of the connection.
@@ -372,6 +388,76 @@ impl TcpStream {
         super::split_owned::split_owned(self)
     }
 }
+
+/// What [`TcpStream::into_std`] refused to drop: the standard stream (deregistered, in
+/// non-blocking mode) and the bytes the reactor had received ahead of it, which come before
+/// anything the standard stream reads.
+///
+/// `into_std` returns it inside its `io::Error`; take it out with
+/// [`from_io`](Self::from_io).
+pub struct IntoStdError {
+    message: String,
+    stream: std::net::TcpStream,
+    buffered: Vec<u8>,
+}
+
+impl IntoStdError {
+    fn wrap(
+        kind: io::ErrorKind,
+        message: String,
+        stream: std::net::TcpStream,
+        buffered: Vec<u8>,
+    ) -> io::Error {
+        io::Error::new(
+            kind,
+            IntoStdError {
+                message,
+                stream,
+                buffered,
+            },
+        )
+    }
+
+    /// Takes the stream and its bytes out of an error of [`TcpStream::into_std`]; any other
+    /// error comes back unchanged.
+    ///
+    /// # Errors
+    /// `err` itself, when it does not carry an `IntoStdError`.
+    pub fn from_io(err: io::Error) -> Result<IntoStdError, io::Error> {
+        if !err.get_ref().is_some_and(|e| e.is::<IntoStdError>()) {
+            return Err(err);
+        }
+        let inner = err.into_inner().expect("checked above");
+        Ok(*inner.downcast::<IntoStdError>().expect("checked above"))
+    }
+
+    /// The bytes received ahead and not read, in order.
+    pub fn buffered(&self) -> &[u8] {
+        &self.buffered
+    }
+
+    /// The standard stream and the bytes that precede what it reads.
+    pub fn into_parts(self) -> (std::net::TcpStream, Vec<u8>) {
+        (self.stream, self.buffered)
+    }
+}
+
+impl fmt::Debug for IntoStdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IntoStdError")
+            .field("stream", &self.stream)
+            .field("buffered", &self.buffered.len())
+            .finish()
+    }
+}
+
+impl fmt::Display for IntoStdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for IntoStdError {}
 
 impl Drop for TcpStream {
     /// Logs the close at debug level (target `weir::net`); the socket is deregistered and

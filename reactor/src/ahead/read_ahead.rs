@@ -119,6 +119,11 @@ impl ReadAhead {
         }
     }
 
+    /// Takes every queued byte (the end of the stream or an error stays queued).
+    pub fn take_all(&self) -> Vec<u8> {
+        self.lock().bytes.drain(..).collect()
+    }
+
     // The owner's side.
 
     /// Appends received bytes; returns `true` if the queue reached the high-water mark, in

@@ -74,6 +74,12 @@ pub struct ReactorHandle {
 }
 
 /// The owner's side of a reactor: waits for events and delivers them. One per worker.
+///
+/// Dropping an io_uring driver collects its ring's pending completions, closes the ring and
+/// waits until the kernel has finished tearing it down — about 36 ms on Linux 6.18 — so that
+/// no thread is interrupted afterwards by work the kernel queues for a closed ring (a blocking
+/// socket read with a receive timeout would fail with `EINTR`). Before moving a driver to
+/// another thread, see [`leave_thread`](Self::leave_thread).
 pub struct Driver {
     handle: ReactorHandle,
     selector: AnySelector,
@@ -201,6 +207,26 @@ impl Driver {
     /// `true` if waits honour sub-millisecond timeouts (epoll with `epoll_pwait2`).
     pub fn is_precise(&self) -> bool {
         self.selector.precise()
+    }
+
+    /// Prepares the driver to be moved to another thread, leaving nothing of it on this one.
+    ///
+    /// On io_uring, the thread that waits on a ring is the ring's issuer, and the kernel
+    /// delivers work to it when the ring is closed — which interrupts a blocking call the
+    /// thread makes then (a socket `read` with a receive timeout fails with `EINTR`). Call this
+    /// on the thread that turned the driver before handing it over: it collects every pending
+    /// completion (bytes received ahead go to their queues), closes the ring and waits for the
+    /// kernel to finish with it (tens of milliseconds), and queues every registration on a
+    /// new ring that the next turn, on whatever thread, takes over. A driver moved without it
+    /// still works: its new thread rebuilds the ring, and the old thread gets the
+    /// interruption.
+    ///
+    /// Other backends have nothing to do.
+    ///
+    /// # Errors
+    /// The OS error of building the new ring (e.g. `EMFILE`).
+    pub fn leave_thread(&mut self) -> io::Result<()> {
+        self.selector.leave_thread(&self.handle.inner.registry)
     }
 
     /// Test hook (io_uring): makes the kernel end every armed poll at the next turn, as a CQ

@@ -157,6 +157,10 @@ impl ReactorHandle {
         self.inner.registry.deregister(fd)
     }
 
+    pub(crate) fn detach_source(&self, fd: RawFd) -> io::Result<()> {
+        self.inner.registry.detach(fd)
+    }
+
     pub(crate) fn remove_source(&self, tok: u64) {
         // Dropped after the lock is released.
         let removed = self.inner.registrations.lock().remove(tok);

@@ -139,6 +139,24 @@ impl<T: AsRawFd> AsyncFd<T> {
         inner
     }
 
+    /// Gives the fd back to its owner without losing a byte: detaches it
+    /// ([`Registration::detach`]) and returns the inner value with the bytes the reactor had
+    /// received ahead for it and nobody read (always empty except on io_uring's receive fast
+    /// path). Every byte of the stream is then either in that vector or still in the socket.
+    ///
+    /// The third part is the detach's error, if any (`TimedOut` when the owner of an io_uring
+    /// reactor did not turn in time: bytes it receives afterwards are not in the vector).
+    pub fn into_parts(mut self) -> (T, Vec<u8>, io::Result<()>) {
+        let inner = self.inner.take().expect("inner taken only by into_inner");
+        let detached = self.reg.detach(inner.as_raw_fd());
+        let bytes = self
+            .reg
+            .read_ahead()
+            .map(crate::ahead::ReadAhead::take_all)
+            .unwrap_or_default();
+        (inner, bytes, detached)
+    }
+
     fn guard(&self, event: ReadyEvent) -> AsyncFdReadyGuard<'_, T> {
         AsyncFdReadyGuard {
             fd: self,

@@ -365,6 +365,23 @@ impl Registration {
     pub fn deregister(&self, fd: RawFd) -> io::Result<()> {
         self.handle.deregister_source(fd)
     }
+
+    /// Removes `fd` from the reactor because its owner takes it back (into a standard socket,
+    /// a raw fd): like [`deregister`](Self::deregister), and on io_uring's receive fast path
+    /// the multishot receive is stopped and its completions collected first, so that when
+    /// this returns every byte the reactor received for `fd` is in the
+    /// [read-ahead queue](Self::read_ahead) and every other byte is still in the socket.
+    ///
+    /// On the reactor owner's thread this is immediate; from another thread it waits for the
+    /// owner's next turn (waking it if it is parked).
+    ///
+    /// # Errors
+    /// As [`deregister`](Self::deregister); `TimedOut` if the owner of an io_uring reactor did
+    /// not turn for 10 s (the receive is then stopped at its next turn, and what it receives
+    /// meanwhile still goes to the queue).
+    pub fn detach(&self, fd: RawFd) -> io::Result<()> {
+        self.handle.detach_source(fd)
+    }
 }
 
 impl Drop for Registration {

@@ -179,6 +179,13 @@ pub(crate) trait Registry: Send + Sync {
     /// A reader has drained the queue of `fd`, which was paused (high-water mark, an accept
     /// error): receive or accept again. Backends without fast paths do nothing.
     fn resume_ahead(&self, _fd: RawFd) {}
+
+    /// [`deregister`](Self::deregister) for an fd whose owner takes it back (into a standard
+    /// socket): what the backend received ahead for it is in its queue when this returns, and
+    /// nothing more is received. Backends without fast paths just deregister.
+    fn detach(&self, fd: RawFd) -> io::Result<()> {
+        self.deregister(fd)
+    }
 }
 
 /// The owner's half of a backend: used by the one thread that waits on the reactor.
@@ -320,6 +327,16 @@ impl AnyRegistry {
         }
     }
 
+    pub(crate) fn detach(&self, fd: RawFd) -> io::Result<()> {
+        match self {
+            #[cfg(target_os = "linux")]
+            AnyRegistry::Epoll(r) => Registry::detach(r, fd),
+            AnyRegistry::Mio(r) => Registry::detach(r, fd),
+            #[cfg(target_os = "linux")]
+            AnyRegistry::IoUring(r) => Registry::detach(r, fd),
+        }
+    }
+
     pub(crate) fn wake(&self) -> io::Result<()> {
         match self {
             #[cfg(target_os = "linux")]
@@ -443,6 +460,16 @@ impl AnySelector {
                 s.select_window(r, out, max, timeout, window)
             }
             (s, r) => s.select(r, out, max, timeout),
+        }
+    }
+
+    /// Prepares the selector to be used on another thread (io_uring: see
+    /// `uring::Selector::leave_thread`); other backends have nothing to do.
+    pub(crate) fn leave_thread(&mut self, registry: &AnyRegistry) -> io::Result<()> {
+        match (self, registry) {
+            #[cfg(target_os = "linux")]
+            (AnySelector::IoUring(s), AnyRegistry::IoUring(r)) => s.leave_thread(r),
+            _ => Ok(()),
         }
     }
 

@@ -89,7 +89,21 @@ pub(crate) fn io_uring() -> io::Result<&'static Result<Support, Unavailable>> {
     if let Some(r) = PROBED.get() {
         return Ok(r);
     }
-    let answer = match run() {
+    // On a thread of its own, which exits before this returns: the probe's rings are closed
+    // there, and the kernel's teardown of a ring interrupts the threads that used it (see
+    // `uring/ring.rs`), which must not include the caller's.
+    let probed = std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .name("weir-uring-probe".into())
+            .spawn_scoped(s, run)
+            .map(|h| h.join())
+    });
+    let answer = match probed {
+        Ok(Ok(r)) => r,
+        Ok(Err(_)) => return Err(io::Error::other("io_uring probe thread panicked")),
+        Err(e) => return Err(e),
+    };
+    let answer = match answer {
         Ok(support) => Ok(support),
         Err(Failure::Refused(u)) => Err(u),
         Err(Failure::Other(e)) => return Err(e),

@@ -23,11 +23,25 @@
 //! A single issuer is the thread that *enabled* the ring. A [`Driver`](crate::Driver) is built
 //! on one thread and may be moved to another (a runtime builds its reactors before it starts
 //! its workers, and a worker's core may move threads): the ring is therefore built disabled
-//! (`IORING_SETUP_R_DISABLED`, so that `Driver::new` still reports `EPERM`/`ENOSYS`) and
-//! enabled by the first `select`, on the thread that waits. Should the owner move threads later,
-//! the kernel refuses its enter (`EEXIST`): the selector then builds a new ring on the new
-//! thread and arms every live poll on it again (closing the old ring ends its polls). A new
-//! poll reports the fd's state at once, so no readiness is lost in the move.
+//! (`IORING_SETUP_R_DISABLED`, so that `Driver::new` still reports `EPERM`/`ENOSYS`), on a
+//! short-lived thread of its own, and enabled by the first `select`, on the thread that waits.
+//!
+//! **Closing a ring interrupts the threads that used it.** The kernel tears a closed ring down
+//! in a worker, which queues task work with `TWA_SIGNAL` on every thread holding an io_uring
+//! context for it (its creator and every thread that submitted to it); a blocking socket call
+//! with a receive timeout on such a thread then fails with `EINTR`. So no thread but the
+//! issuer ever gets such a context, and dropping the selector cancels and reaps every request
+//! on the issuer's thread, closes the ring and waits until the kernel has finished with it
+//! (`ring.rs`): about 36 ms per reactor, spent in the drop. A driver about to move threads is
+//! left by its thread first ([`Driver::leave_thread`](crate::Driver::leave_thread)): the same
+//! teardown there, and a new ring, not enabled yet, with every live poll queued on it, which
+//! the next `select` enables wherever it runs. Should the owner move threads without it, the
+//! kernel refuses its enter (`EEXIST`): the selector then builds a new ring on the new thread
+//! and arms every live poll on it again (the old ring is dropped on a thread of its own, so
+//! the owner does not wait for its teardown), and the old thread gets the old ring's task
+//! work. That is what `block_in_place` does: the thread running the closure may see one
+//! interrupted call (`EINTR`) when the ring it left is closed. A new poll reports the fd's
+//! state at once, so no readiness is lost in the move.
 //!
 //! Every wait drains the CQ as far as the caller's `max` allows (what is left stays in the CQ
 //! for the next turn). When the kernel flags an overflow (`IORING_SQ_CQ_OVERFLOW`; it keeps the
@@ -176,33 +190,60 @@ enum Op {
         fd: RawFd,
         seq: u64,
     },
+    /// A lossless deregistration from another thread: the owner stops the fd's receive and
+    /// reaps its completions into the queue before it publishes `seq` in
+    /// `Registry::deregs_done`.
+    Detach {
+        fd: RawFd,
+        seq: u64,
+    },
 }
 
-/// The owner's half: the ring and its poll table.
-pub(crate) struct Selector {
-    /// Declared before `bufs`: the ring is closed before its receives' buffers are freed.
+/// What the ring's issuer touches: the ring, its buffers and its poll table. The owner holds it
+/// (locked) for each wait; a lossless deregistration on the issuer's thread, between two waits,
+/// takes it through the registry ([`Registry::detach`](crate::sys::Registry::detach)).
+pub(super) struct Core {
+    /// Declared before `bufs`: the ring is closed (and its teardown waited for) before its
+    /// receives' buffers are freed.
     ring: Ring,
     /// The receive fast path's provided buffers (when it is on).
     bufs: Option<bufs::BufRing>,
     polls: Polls,
+    /// Events reaped outside a wait (a lossless deregistration, a ring torn down by
+    /// `leave_thread`), handed out by the next wait.
+    pending: Vec<Event>,
+}
+
+/// The owner's half: the ring and its poll table.
+pub(crate) struct Selector {
+    core: Arc<Mutex<Core>>,
     sizes: Sizes,
     /// Drained inbox operations (reused buffer).
     ops: Vec<Op>,
-    /// Has the first `select` enabled the ring?
-    enabled: bool,
     overflow_flushes: u64,
     migrations: u64,
     /// Shared with the registry; cleared when the selector is dropped.
     issuer: Arc<Mutex<Issuer>>,
+    /// The registry's wake handle, for the wake poll of a rebuilt ring.
+    eventfd: RawFd,
 }
 
 impl Drop for Selector {
     fn drop(&mut self) {
+        let mut core = self.core.lock();
+        // Cancel and reap every request first (on the issuer's thread; elsewhere the kernel
+        // cancels them): the bytes its receives took go to their queues, the sockets its
+        // accepts made to theirs, and the teardown finds nothing to do.
+        if self.issuer.lock().is_current() {
+            core.cancel_and_reap(self.eventfd);
+        }
         // Close the registry's duplicate too: the ring (and every file its polls hold) goes
-        // with the selector, not with the last handle.
+        // with the selector, not with the last handle. Then the ring itself goes, with `core`
+        // (the registry holds it only weakly, and only under the issuer's lock).
         let mut issuer = self.issuer.lock();
         issuer.ring = None;
         issuer.thread = None;
+        issuer.core = std::sync::Weak::new();
     }
 }
 
@@ -287,7 +328,7 @@ impl super::Selector for Selector {
 
     fn new(cfg: &SysConfig) -> io::Result<(Selector, Registry)> {
         let sizes = sizes();
-        let mut ring = Ring::new(sizes, true)?;
+        let mut ring = Ring::new(sizes)?;
         let bufs = if cfg.recv_multishot {
             recv_buffers(&ring)
         } else {
@@ -301,27 +342,29 @@ impl super::Selector for Selector {
         // SAFETY: `efd` was just returned by the kernel and is owned by nobody else.
         let eventfd = unsafe { OwnedFd::from_raw_fd(efd) };
         ring.push(polls::wake_poll(eventfd.as_raw_fd()));
-        let issuer = Arc::new(Mutex::new(Issuer {
-            thread: None,
-            ring: Some(dup(ring.fd())?),
-        }));
-        let registry = Registry::new(
-            eventfd,
-            issuer.clone(),
-            bufs.is_some(),
-            cfg.accept_multishot,
-        );
-        let selector = Selector {
+        let ring_dup = dup(ring.fd())?;
+        let recv = bufs.is_some();
+        let core = Arc::new(Mutex::new(Core {
             ring,
             bufs,
             polls: Polls::default(),
+            pending: Vec::new(),
+        }));
+        let issuer = Arc::new(Mutex::new(Issuer {
+            thread: None,
+            ring: Some(ring_dup),
+            core: Arc::downgrade(&core),
+        }));
+        let selector = Selector {
+            core,
             sizes,
             ops: Vec::new(),
-            enabled: false,
             overflow_flushes: 0,
             migrations: 0,
-            issuer,
+            issuer: issuer.clone(),
+            eventfd: eventfd.as_raw_fd(),
         };
+        let registry = Registry::new(eventfd, issuer, recv, cfg.accept_multishot);
         Ok((selector, registry))
     }
 

@@ -229,11 +229,12 @@ impl Polls {
     }
 
     /// Stops reporting `fd`: cancels its requests (the slot stays until their final
-    /// completions).
-    pub(super) fn deregister(&mut self, fd: RawFd, ring: &mut Ring) {
-        let Some(index) = self.by_fd.remove(&fd) else {
-            return;
-        };
+    /// completions). A request still queued for the next enter is taken back instead, so it
+    /// never runs (a registration and its deregistration drained in one batch submit
+    /// nothing). Returns the slot when its receive (or accept) still has to end (see
+    /// [`fast_live`](Self::fast_live)).
+    pub(super) fn deregister(&mut self, fd: RawFd, ring: &mut Ring) -> Option<(usize, u32)> {
+        let index = self.by_fd.remove(&fd)?;
         let slot = &mut self.slots[index];
         debug_assert!(
             !slot.cancelling,
@@ -241,14 +242,34 @@ impl Polls {
         );
         slot.cancelling = true;
         if slot.poll_live {
-            ring.push(cancel_entry(slot.poll_data(index)));
+            if ring.unqueue(slot.poll_data(index)) {
+                slot.poll_live = false;
+            } else {
+                ring.push(cancel_entry(slot.poll_data(index)));
+            }
         }
-        if slot.recv.as_ref().is_some_and(|r| r.live) {
-            ring.push(cancel_entry(slot.recv_data(index)));
+        let recv_data = slot.recv_data(index);
+        if let Some(r) = slot.recv.as_mut().filter(|r| r.live) {
+            if ring.unqueue(recv_data) {
+                r.live = false;
+            } else {
+                ring.push(cancel_entry(recv_data));
+            }
         }
+        let generation = slot.generation;
+        let fast_live = slot.recv.as_ref().is_some_and(|r| r.live);
         if !slot.any_live() {
             self.slots.remove(index);
         }
+        fast_live.then_some((index, generation))
+    }
+
+    /// Is the receive (or accept) of this slot, returned by
+    /// [`deregister`](Self::deregister), still in flight?
+    pub(super) fn fast_live(&self, (index, generation): (usize, u32)) -> bool {
+        self.slots
+            .get(index)
+            .is_some_and(|s| s.generation == generation && s.recv.as_ref().is_some_and(|r| r.live))
     }
 
     /// A reader drained the paused queue of `fd`: receive or accept again (at once if the
@@ -470,7 +491,7 @@ impl Polls {
             }
             return;
         }
-        let ended_by_kernel = |r: &Fast| !r.live && (!r.paused || r.resume_asked());
+        let ended_by_kernel = |r: &Fast| !r.live && !r.done && (!r.paused || r.resume_asked());
         if res > 0 || (accept && res >= 0) {
             out.push(Event {
                 token,
@@ -549,7 +570,7 @@ mod tests {
     /// A table with one listener on the accept fast path. Completions are fed by hand; the ring
     /// is never entered, so nothing reaches the kernel.
     fn listener() -> Option<(Polls, Ring, Arc<AcceptQueue>)> {
-        let ring = match Ring::new(Sizes { sq: 8, cq: 16 }, false) {
+        let ring = match Ring::new(Sizes { sq: 8, cq: 16 }) {
             Ok(ring) => ring,
             Err(e) => {
                 eprintln!("skipped: no io_uring here ({e})");

@@ -6,15 +6,15 @@
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
 use super::inbox::Inbox;
-use super::{NapiParams, Op, napi, ring};
+use super::{Core, NapiParams, Op, napi, ring};
 use crate::Interest;
 use crate::ahead::{AcceptQueue, Ahead, ReadAhead, SourceKind};
 use crate::sys::Event;
@@ -27,6 +27,9 @@ pub(super) struct Issuer {
     /// A duplicate of the ring's fd; `None` once the selector is dropped (so that the ring,
     /// and the files its polls hold, are released with it).
     pub(super) ring: Option<OwnedFd>,
+    /// The owner's ring and poll table, for a lossless deregistration on the issuer's thread
+    /// (upgraded only under this lock; dangling once the selector is dropped).
+    pub(super) core: Weak<Mutex<Core>>,
 }
 
 /// Who may do what on the ring, from the calling thread.
@@ -42,6 +45,11 @@ enum Access {
 }
 
 impl Issuer {
+    /// Is the calling thread the ring's issuer (the ring is enabled, here)?
+    pub(super) fn is_current(&self) -> bool {
+        self.ring.is_some() && self.thread == Some(std::thread::current().id())
+    }
+
     fn access(&self) -> Access {
         match (&self.ring, self.thread) {
             (None, _) => Access::Gone,
@@ -54,6 +62,8 @@ impl Issuer {
 
 /// How long a remote deregistration waits for a parked owner to cancel the poll.
 const REMOTE_CANCEL_WAIT: Duration = Duration::from_millis(5);
+/// How long a lossless deregistration from another thread waits for the owner's next turn.
+const REMOTE_DETACH_WAIT: Duration = Duration::from_secs(10);
 
 /// The shared half: the inbox of registrations, the wake handle.
 pub(crate) struct Registry {
@@ -292,6 +302,80 @@ impl crate::sys::Registry for Registry {
         while self.deregs_done.load(Ordering::Acquire) < seq && start.elapsed() < REMOTE_CANCEL_WAIT
         {
             std::thread::yield_now();
+        }
+        Ok(())
+    }
+
+    /// [`deregister`](Self::deregister), losslessly for a stream on the receive fast path:
+    /// its multishot receive is stopped and its completions reaped into the read-ahead queue
+    /// before this returns, so every byte of the stream is either in that queue or still in
+    /// the socket. On the ring's issuer thread (between two waits) this runs at once; from
+    /// another thread, or while the owner waits, it is the owner's next turn, waited for
+    /// (the owner is woken if parked).
+    ///
+    /// # Errors
+    /// `ENOENT` for an fd not registered; `TimedOut` when the owner did not turn within
+    /// [`REMOTE_DETACH_WAIT`] (the deregistration then happens at its next turn, and bytes
+    /// received meanwhile go to the queue).
+    fn detach(&self, fd: RawFd) -> io::Result<()> {
+        let mut fds = self.fds.lock();
+        match fds.get(&fd) {
+            None => return Err(io::Error::from_raw_os_error(libc::ENOENT)),
+            Some(false) => {
+                drop(fds);
+                return crate::sys::Registry::deregister(self, fd);
+            }
+            Some(true) => {}
+        }
+        fds.remove(&fd);
+        let issuer = self.issuer.lock();
+        match issuer.access() {
+            // Nothing was submitted (the owner cannot enable the ring while the issuer's lock
+            // is held, and drains the inbox only after): the registration and this are drained
+            // together and the receive never runs. Or the ring is gone, its completions
+            // reaped.
+            Access::NotEnabled(_) | Access::Gone => {
+                self.push(Op::Deregister { fd, seq: 0 });
+                return Ok(());
+            }
+            Access::Issuer(_) => {
+                // Between two waits on this thread the core is free; taken, the owner runs
+                // on another thread (moved without leaving this one): ask it instead.
+                if let Some(core) = issuer.core.upgrade()
+                    && let Some(mut core) = core.try_lock()
+                {
+                    // The registration may still be in the inbox (made since the last turn):
+                    // this deregistration follows it there, so that both are drained together
+                    // and nothing is armed on the fd (whose number may be reused by then).
+                    self.push(Op::Deregister { fd, seq: 0 });
+                    core.detach(fd, self.eventfd.as_raw_fd(), &self.woken);
+                    return Ok(());
+                }
+            }
+            Access::Remote => {}
+        }
+        drop(issuer);
+        let seq = self.deregs_pushed.fetch_add(1, Ordering::Relaxed) + 1;
+        let parked = self.inbox.push(Op::Detach { fd, seq });
+        drop(fds);
+        if parked {
+            self.write_eventfd();
+        }
+        let start = Instant::now();
+        let mut spins = 0u32;
+        while self.deregs_done.load(Ordering::Acquire) < seq {
+            if start.elapsed() >= REMOTE_DETACH_WAIT {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the io_uring reactor's owner did not turn to stop the stream's receive",
+                ));
+            }
+            if spins < 1000 {
+                spins += 1;
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(100));
+            }
         }
         Ok(())
     }
