@@ -257,9 +257,18 @@ fn thread_callbacks_run_on_the_threads_the_runtime_starts() {
             .on_thread_unpark(move || d.lock().unwrap().unparks += 1)
             .build()
             .unwrap();
-        let blocking_thread = rt.block_on(async {
+        let parked = seen.clone();
+        let blocking_thread = rt.block_on(async move {
             // Sleeping parks the worker that waits for the timer.
             weir::time::sleep(Duration::from_millis(2)).await;
+            // A multi-thread runtime's workers park once they are idle, which on a loaded
+            // machine may come after the sleep above: wait for it (bounded).
+            for _ in 0..10_000 {
+                if parked.lock().unwrap().parks > 0 {
+                    break;
+                }
+                weir::time::sleep(Duration::from_millis(1)).await;
+            }
             weir::task::spawn_blocking(|| std::thread::current().id())
                 .await
                 .unwrap()
