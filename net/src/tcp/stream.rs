@@ -1,4 +1,6 @@
-//! [`TcpStream`].
+//! [`TcpStream`]: one type, kept in one file with its I/O, options and conversions (the
+//! hand-back of read-ahead bytes on `into_std` included), so that each reads next to the state
+//! it uses.
 
 use std::fmt;
 use std::io;
