@@ -387,6 +387,9 @@ fn accept_backs_off_when_fds_run_out() {
                     let mut buf = [0u8; 4];
                     stream.read_exact(&mut buf).await.unwrap();
                     stream.write_all(&buf).await.unwrap();
+                    // Counted once its fd is closed: the next episode's fd table must not
+                    // gain a free slot from this connection.
+                    drop(stream);
                     s.fetch_add(1, Ordering::SeqCst);
                 });
             }
