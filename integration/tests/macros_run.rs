@@ -48,6 +48,12 @@ async fn multi_thread_two_workers() {
     assert!(matches!(index, Some(0 | 1)), "worker index {index:?}");
 }
 
+/// tokio's spelling of `workers`, so that a tokio attribute ports unchanged.
+#[weir::test(flavor = "multi_thread", worker_threads = 3)]
+async fn tokio_spelling_worker_threads() {
+    assert_eq!(weir::runtime::Handle::current().num_workers(), 3);
+}
+
 #[weir::test(min_wait = "1ms")]
 async fn min_wait() {
     assert_eq!(spawn_and_sleep().await, 42);

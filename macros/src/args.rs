@@ -104,9 +104,12 @@ const ARGUMENTS: &[(&str, &str)] = &[
     ("crate", "crate = \"::weir\""),
 ];
 
+/// Other spellings accepted for an argument: tokio's names, so that a tokio attribute ports
+/// unchanged.
+const SYNONYMS: &[(&str, &str)] = &[("worker_threads", "workers")];
+
 /// Names users may reach for, mapped to the argument they mean.
 const ALIASES: &[(&str, &str)] = &[
-    ("worker_threads", "workers"),
     ("threads", "workers"),
     ("num_workers", "workers"),
     ("flavour", "flavor"),
@@ -220,7 +223,11 @@ fn parse_argument(
     };
     let name_span = name_ident.span();
     let name_text = name_ident.to_string();
-    let Some(&(name, _)) = ARGUMENTS.iter().find(|&&(n, _)| n == name_text) else {
+    let canonical = SYNONYMS
+        .iter()
+        .find(|&&(synonym, _)| synonym == name_text)
+        .map_or(name_text.as_str(), |&(_, name)| name);
+    let Some(&(name, _)) = ARGUMENTS.iter().find(|&&(n, _)| n == canonical) else {
         errors.at(name_span, unknown_argument(&name_text));
         return;
     };
@@ -252,9 +259,14 @@ fn parse_argument(
         return;
     }
     if seen.contains(&name) {
+        let same = if name_text == name {
+            String::new()
+        } else {
+            format!(" (`{name_text}` is another name for it)")
+        };
         errors.at(
             name_span,
-            format!("duplicate argument `{name}`: each argument may be given only once"),
+            format!("duplicate argument `{name}`{same}: each argument may be given only once"),
         );
         return;
     }
@@ -888,8 +900,23 @@ mod tests {
     }
 
     #[test]
+    fn tokio_spelling_of_workers() {
+        let (args, errors) = messages(Kind::Main, quote!(worker_threads = 3));
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(args.workers.map(|s| s.value), Some(3));
+        let (_, errors) = messages(Kind::Main, quote!(workers = 1, worker_threads = 2));
+        assert_eq!(
+            errors,
+            [
+                "duplicate argument `workers` (`worker_threads` is another name for it): each \
+                 argument may be given only once"
+            ]
+        );
+    }
+
+    #[test]
     fn suggestions() {
-        assert_eq!(suggest("worker_threads"), Some("workers"));
+        assert_eq!(suggest("threads"), Some("workers"));
         assert_eq!(suggest("worker"), Some("workers"));
         assert_eq!(suggest("min_wiat"), Some("min_wait"));
         assert_eq!(suggest("busypoll"), Some("busy_poll"));

@@ -21,7 +21,7 @@
 //! | argument | value | builder call |
 //! |---|---|---|
 //! | `flavor` | `"multi_thread"` (default of `main`) or `"current_thread"` (default of `test`) | `Builder::new_multi_thread()` / `Builder::new_current_thread()` |
-//! | `workers` | integer literal ≥ 1; multi-thread runtimes only | `.workers(n)` |
+//! | `workers` (or tokio's `worker_threads`) | integer literal ≥ 1; multi-thread runtimes only | `.workers(n)` |
 //! | `name` | non-empty string: the runtime's name (`Handle::name`) | `.name("…")` |
 //! | `min_wait` | duration string; `"0us"` turns min_wait off | `.min_wait(d)` |
 //! | `min_wait_adaptive` | duration string > 0; not together with `min_wait` | `.min_wait_adaptive(d)` |

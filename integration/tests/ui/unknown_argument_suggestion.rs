@@ -1,4 +1,4 @@
-#[weir::test(worker_threads = 2)]
+#[weir::test(threads = 2)]
 async fn tokio_name() {}
 
 #[weir::test(multi_thread)]
