@@ -321,6 +321,16 @@ impl futures_io::AsyncWrite for File {
         inner.poll_write(file, cx, buf)
     }
 
+    /// Takes bytes from every slice, in order (up to one background write's buffer).
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let (file, inner) = self.parts();
+        inner.poll_write_vectored(file, cx, bufs)
+    }
+
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.parts().1.poll_flush(cx)
     }
@@ -365,6 +375,20 @@ impl tokio::io::AsyncWrite for File {
     ) -> Poll<io::Result<usize>> {
         let (file, inner) = self.parts();
         inner.poll_write(file, cx, buf)
+    }
+
+    /// Takes bytes from every slice, in order (up to one background write's buffer).
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let (file, inner) = self.parts();
+        inner.poll_write_vectored(file, cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

@@ -204,7 +204,18 @@ impl Inner {
         cx: &mut Context<'_>,
         src: &[u8],
     ) -> Poll<io::Result<usize>> {
-        if src.is_empty() {
+        self.poll_write_vectored(file, cx, &[io::IoSlice::new(src)])
+    }
+
+    /// Takes as many bytes of `srcs`, in order, as one background write holds (`MAX_BUF`), and
+    /// writes them all with one `write_all`.
+    pub(super) fn poll_write_vectored(
+        &mut self,
+        file: &Arc<std::fs::File>,
+        cx: &mut Context<'_>,
+        srcs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        if srcs.iter().all(|s| s.is_empty()) {
             return Poll::Ready(Ok(0));
         }
         loop {
@@ -213,8 +224,15 @@ impl Inner {
                     self.take_write_err()?;
                     let buf = self.idle_buf();
                     let ahead = buf.discard();
-                    let n = src.len().min(MAX_BUF);
-                    buf.data.extend_from_slice(&src[..n]);
+                    let mut n = 0;
+                    for src in srcs {
+                        let take = src.len().min(MAX_BUF - n);
+                        buf.data.extend_from_slice(&src[..take]);
+                        n += take;
+                        if n == MAX_BUF {
+                            break;
+                        }
+                    }
                     self.start(file, move |mut f, buf| {
                         let r = rewind(f, ahead).and_then(|()| f.write_all(&buf.data));
                         buf.clear();
