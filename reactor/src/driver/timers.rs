@@ -59,6 +59,14 @@ impl ReactorHandle {
         timer_queue::to_ns(deadline) <= self.inner.clock_ns.load(Ordering::Relaxed)
     }
 
+    /// `true` if `deadline` is due on this reactor's clock: it [has passed](Self::has_passed)
+    /// for the owner, or is at or before a fresh reading. The owner's last reading may be older
+    /// than a deadline taken from [`Instant::now`](crate::time::Instant::now) just before (an
+    /// interval's first tick, a zero sleep), which is due all the same.
+    pub(crate) fn is_due(&self, deadline: Instant) -> bool {
+        self.has_passed(deadline) || deadline <= self.inner.clock.now()
+    }
+
     /// `true` if the timer was armed and has fired (its entry is gone, and not because the
     /// reactor shut down). Only meaningful for a key that was not cancelled.
     pub(crate) fn timer_has_fired(&self, key: TimerKey) -> bool {

@@ -93,9 +93,10 @@ impl Sleep {
 impl Future for Sleep {
     type Output = ();
 
-    /// No clock is read here: a timer's entry disappears only when its owner's clock passed the
-    /// deadline (or the reactor shut down, which is checked), and a deadline is compared with
-    /// the owner's last reading before arming.
+    /// A timer's entry disappears only when its owner's clock passed the deadline (or the
+    /// reactor shut down, which is checked). Before arming, the deadline is compared with the
+    /// owner's last clock reading, then with a fresh one: a deadline that has passed completes
+    /// at once, as tokio's does.
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
         let coop = ready!(coop::poll_proceed(cx));
@@ -114,7 +115,7 @@ impl Future for Sleep {
             this.entry = None;
         }
         let (handle, owner) = ReactorHandle::current_for_timer();
-        if handle.has_passed(this.deadline.into_std()) {
+        if handle.is_due(this.deadline.into_std()) {
             this.fired = true;
             coop.made_progress();
             return Poll::Ready(());
