@@ -80,6 +80,27 @@ impl ExitWatch {
     }
 }
 
+impl ExitWatch {
+    /// Moves a pidfd whose reactor has shut down (the runtime that spawned the child is gone)
+    /// to the reactor of this thread (its runtime's, or the fallback reactor outside one), so
+    /// that a child can be waited for in another runtime than the one that spawned it.
+    fn follow_waiter(&mut self) {
+        let ExitWatch::Pidfd(fd) = self else {
+            return;
+        };
+        if !fd.registration().handle().is_shutdown() {
+            return;
+        }
+        let ExitWatch::Pidfd(fd) = std::mem::replace(self, ExitWatch::Blocking(None)) else {
+            unreachable!("matched above");
+        };
+        if let Ok(fd) = AsyncFd::with_interest(fd.into_inner(), Interest::READABLE) {
+            *self = ExitWatch::Pidfd(fd);
+        }
+        // Else the blocking wait on the pool takes over.
+    }
+}
+
 /// Whether the environment variable `WEIR_NO_PIDFD` (set, not empty, not `0`) asks for the
 /// blocking wait instead of pidfds. Read once per process.
 fn pidfd_disabled() -> bool {
@@ -92,6 +113,7 @@ fn pidfd_disabled() -> bool {
 impl Running {
     /// Polls for the exit, reaping the child when it has exited.
     fn poll_exit(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<ExitStatus>> {
+        self.exit.follow_waiter();
         let std = &mut self.std;
         match &mut self.exit {
             ExitWatch::Pidfd(fd) => fd.registration().poll_io(cx, Direction::Read, || {

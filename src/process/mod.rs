@@ -46,6 +46,19 @@
 //! exits: by a small task watching its pidfd when dropped inside a weir runtime, otherwise at
 //! the next spawn or drop of a child after it exited.
 //!
+//! # Where a child may be waited for
+//! Anywhere, as with tokio: in a task or `block_on` of the runtime that spawned it, of
+//! another weir runtime, or outside any runtime (on the [fallback
+//! reactor](weir_reactor::fallback)). While the spawning runtime runs, its reactor watches the
+//! pidfd and wakes the waiter wherever it is. Once that runtime has been dropped, the next wait
+//! registers the pidfd with the reactor of the thread that waits. The blocking fallback (no
+//! pidfd) runs on the blocking pool of the runtime the wait happens in.
+//!
+//! The pipes are different: they stay registered with the reactor of the spawning thread, so
+//! read and write them while that runtime runs; once it is dropped, their operations fail with
+//! an error saying that the reactor has shut down. Dropping them is always fine (that closes
+//! them).
+//!
 //! # Pipes
 //! `Stdio::piped()` streams become [`ChildStdin`], [`ChildStdout`] and [`ChildStderr`]: our end
 //! of each pipe, switched to non-blocking mode and registered with the reactor of the spawning
