@@ -243,7 +243,12 @@ impl Pool {
                     s.num_idle -= 1;
                     continue 'outer;
                 }
-                if s.shutdown || (timed_out && s.queue.is_empty()) {
+                if s.shutdown {
+                    // Run what is still queued first (the loop above ends at shutdown).
+                    s.num_idle -= 1;
+                    continue 'outer;
+                }
+                if timed_out && s.queue.is_empty() {
                     s.num_idle -= 1;
                     break 'outer;
                 }
@@ -257,18 +262,12 @@ impl Pool {
         self.hooks.thread_stop();
     }
 
-    /// Stops the pool: queued closures are cancelled, running ones are waited for until
-    /// `deadline` (forever if `None`), then finished threads are joined.
+    /// Stops the pool: new closures are refused (cancelled), the threads run the closures
+    /// already queued and exit, as tokio's do. They are waited for until `deadline` (forever
+    /// if `None`); closures still queued then are cancelled, and finished threads are joined.
     pub(crate) fn shutdown(&self, deadline: Option<Instant>) {
-        let queued = {
-            let mut s = self.state.lock();
-            s.shutdown = true;
-            std::mem::take(&mut s.queue)
-        };
+        self.state.lock().shutdown = true;
         self.work.notify_all();
-        for t in queued {
-            t.shutdown();
-        }
         let mut s = self.state.lock();
         while s.num_threads > 0 {
             match deadline {
@@ -280,9 +279,14 @@ impl Pool {
                 None => self.exited.wait(&mut s),
             }
         }
+        // Left by the deadline, or with no thread to run it (none could be started).
+        let queued = std::mem::take(&mut s.queue);
         let threads = std::mem::take(&mut s.threads);
         let all_exited = s.num_threads == 0;
         drop(s);
+        for t in queued {
+            t.shutdown();
+        }
         for t in threads {
             if all_exited || t.is_finished() {
                 let _ = t.join();
