@@ -21,10 +21,13 @@ use crate::worker;
 ///
 /// Build one with [`Builder`](crate::Builder) or [`Runtime::new`], or let `#[weir::main]` do it.
 /// Dropping the runtime shuts it down: workers stop, every task that has not completed is
-/// cancelled (its future is dropped), the blocking pool is drained, and the runtime's epoll fds,
-/// eventfds and threads are released. Dropping waits for running tasks to reach their next
-/// `.await` and for running blocking closures; use [`shutdown_timeout`](Self::shutdown_timeout)
-/// to bound the wait.
+/// cancelled (its future is dropped), the blocking pool runs the closures already queued and
+/// stops, and the runtime's epoll fds, eventfds and threads are released. Dropping waits for
+/// running tasks to reach their next `.await` and for blocking closures (running or queued);
+/// use [`shutdown_timeout`](Self::shutdown_timeout) to bound the wait. A task blocked in
+/// [`block_in_place`](crate::task::block_in_place) does not hold up the cancellation of the
+/// others (its closure may be waiting for one of them to be dropped); its thread is waited for
+/// afterwards.
 ///
 /// # Panics
 /// Dropping a runtime inside asynchronous code — in a task, or inside a `block_on` — panics
@@ -118,9 +121,10 @@ impl Runtime {
         self.handle.metrics()
     }
 
-    /// Shuts down, waiting at most `timeout` for workers stuck in a task and for running
-    /// blocking closures; threads still busy after that are detached (they exit when their work
-    /// returns).
+    /// Shuts down, waiting at most `timeout` for workers stuck in a task and for blocking
+    /// closures, running or queued (queued ones run, as with tokio); closures still queued at
+    /// the timeout are cancelled, and threads still busy are detached (they exit when their
+    /// work returns).
     ///
     /// # Panics
     /// Inside an asynchronous context (a task, or a `block_on`) with a non-zero `timeout`: the
@@ -162,12 +166,15 @@ impl Runtime {
     /// Shutdown, in this order:
     /// 1. flag shutdown and unpark every worker; workers leave their loop, cancel their own
     ///    pinned (`spawn_local`) tasks on their thread, and drop their queue entries;
-    /// 2. join the workers (until `deadline`);
+    /// 2. wait (until `deadline`) until no core polls tasks any more: each stopped, or stays
+    ///    with a thread blocked in `block_in_place`, whose closure may be waiting for what
+    ///    dropping the other tasks releases (a channel's last sender);
     /// 3. cancel every other task that has not completed (drop its future) on this thread;
     /// 4. drain the inject queue;
-    /// 5. shut down the blocking pool (cancel queued closures, wait for running ones);
-    /// 6. shut down the tokio compat runtime, if any (its tasks are dropped);
-    /// 7. drop the workers' drivers: each reactor wakes whatever is still registered, drops its
+    /// 5. shut down the blocking pool (run the closures still queued, wait for them);
+    /// 6. join the worker threads (until `deadline`), and collect the cores that stopped late;
+    /// 7. shut down the tokio compat runtime, if any (its tasks are dropped);
+    /// 8. drop the workers' drivers: each reactor wakes whatever is still registered, drops its
     ///    timers, and its epoll fd and eventfd close with the last reference; then the idle
     ///    reactors of `block_on` callers.
     fn shutdown(&mut self, deadline: Option<Instant>) {
@@ -180,12 +187,7 @@ impl Runtime {
         let mut cores: Vec<Box<Core>> = Vec::new();
         match self.flavor {
             Flavor::MultiThread => {
-                let all = shared.alive.wait(deadline);
-                for t in self.threads.drain(..) {
-                    if all || t.is_finished() {
-                        let _ = t.join();
-                    }
-                }
+                shared.alive.wait_cores(deadline);
                 // Each worker shut its core down on its thread and left it here.
                 cores.extend(shared.stopped_cores.lock().drain(..));
             }
@@ -209,6 +211,16 @@ impl Runtime {
             }
             drop(shared.inject.drain());
             shared.blocking.shutdown(deadline);
+        }
+        if self.flavor == Flavor::MultiThread {
+            let all = shared.alive.wait(deadline);
+            for t in self.threads.drain(..) {
+                if all || t.is_finished() {
+                    let _ = t.join();
+                }
+            }
+            // Cores that stayed with a `block_in_place` stopped once it returned.
+            cores.extend(shared.stopped_cores.lock().drain(..));
         }
         // tokio-spawned tasks may hold weir sockets: drop them while the reactors still exist.
         self.compat.shutdown(deadline);

@@ -192,7 +192,7 @@ impl Shared {
             config,
             blocking,
             id: Id::next(),
-            alive: Alive::default(),
+            alive: Alive::new(if current_thread { 0 } else { n }),
             shutdown: AtomicBool::new(false),
             current_thread,
             next_reactor: AtomicUsize::new(0),

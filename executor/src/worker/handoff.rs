@@ -158,6 +158,9 @@ fn stay<'a>(cx: &'a WorkerCx, core: Box<Core>) -> Back<'a> {
         .stalled
         .store(true, Ordering::Relaxed);
     leave(cx, placement::reactor_for_thread(shared));
+    // Shutdown need not wait for this core to drop the runtime's other tasks (which `f` may
+    // be waiting for).
+    shared.alive.core_idle();
     Back::Stayed { cx }
 }
 
@@ -173,6 +176,7 @@ impl Drop for Back<'_> {
     fn drop(&mut self) {
         match self {
             Back::Stayed { cx } => {
+                cx.shared.alive.core_resumed();
                 cx.shared.remotes[cx.index]
                     .stalled
                     .store(false, Ordering::Relaxed);

@@ -415,6 +415,7 @@ impl Worker<'_> {
 pub(crate) fn stop(shared: &Arc<Shared>, mut core: Box<Core>) {
     shutdown_core(shared, &mut core);
     shared.stopped_cores.lock().push(core);
+    shared.alive.core_idle();
 }
 
 /// Worker exit: cancel this worker's pinned tasks on its own thread, drop queued references.
