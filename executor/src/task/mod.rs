@@ -29,8 +29,9 @@ pub use yield_now::yield_now;
 /// poll happens on a worker.
 ///
 /// Inside `f`, [`Handle::block_on`](crate::Handle::block_on) is allowed, and no cooperative
-/// budget applies. Outside a task — in a multi-thread runtime's `block_on`, on the blocking
-/// pool, or outside any runtime — `f` simply runs.
+/// budget applies. Outside a task — in the future of any `block_on`, on the blocking pool, or
+/// outside any runtime — `f` simply runs (in a current-thread runtime's `block_on`, its tasks
+/// wait until `f` returns, as with tokio).
 ///
 /// Prefer [`spawn_blocking`](crate::spawn_blocking) for work that can move to another thread:
 /// it costs no hand-over. `block_in_place` is for blocking code that must run where the task

@@ -25,9 +25,9 @@
 //! inject queue for the other workers. Its pinned tasks and timers wait until the closure
 //! returns; its ready I/O can still be collected by idle peers (I/O stealing).
 //!
-//! On a current-thread runtime there is nowhere to hand the worker to: `block_in_place` panics
-//! there, as with tokio. Off the workers (a multi-thread runtime's `block_on`, the blocking
-//! pool, no runtime) it just runs the closure.
+//! In a task of a current-thread runtime there is nowhere to hand the worker to:
+//! `block_in_place` panics there, as with tokio. Off a task (the future of any `block_on`, the
+//! blocking pool, no runtime) it just runs the closure.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -54,17 +54,24 @@ pub(crate) fn block_in_place<F: FnOnce() -> R, R>(f: F) -> R {
     let Some(cx) = (unsafe { cx.as_ref() }) else {
         return run_blocking(f);
     };
-    if cx.shared.is_current_thread() {
-        panic!(
-            "`block_in_place` cannot be used on a current-thread runtime: its one thread runs \
-             every task, and blocking it stops them all. Use `weir::task::spawn_blocking`, or a \
-             multi-thread runtime"
-        );
-    }
     let Some(core) = cx.lent.take() else {
-        // Not inside a task poll of this worker (a waker, say): nothing to hand over.
+        // Not inside a task poll of this worker (the root future of a current-thread
+        // `block_on`, a waker): nothing to hand over.
+        if cx.shared.is_current_thread() {
+            // Still driving the runtime: a `block_on` in `f` would wait for this thread's own
+            // core, so it keeps being refused.
+            return coop::unconstrained(f);
+        }
         return run_blocking(f);
     };
+    if cx.shared.is_current_thread() {
+        cx.lent.set(Some(core));
+        panic!(
+            "`block_in_place` cannot be used in a task of a current-thread runtime: its one \
+             thread runs every task, and blocking it stops them all. Use \
+             `weir::task::spawn_blocking`, or a multi-thread runtime"
+        );
+    }
     let _back = match hand_over(cx, core) {
         Ok(slot) => Back::Reclaim { cx, slot },
         Err(core) => stay(cx, core),
