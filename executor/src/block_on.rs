@@ -39,6 +39,12 @@ pub(crate) fn block_on<F: Future>(shared: &Arc<Shared>, future: Pin<&mut F>) -> 
     if shared.is_current_thread() {
         return current_thread(shared, future);
     }
+    if shared.is_shutdown() {
+        // No reactor of its own: a timer armed by the future goes to a worker's reactor, which
+        // has shut down, and refuses it (as tokio does), rather than fire on a runtime that no
+        // longer runs.
+        return parked(future, &Arc::new(Parker::new()));
+    }
     match take_driver(shared) {
         Some(driver) => multi_thread(shared, driver, future),
         None => parked(future, &Arc::new(Parker::new())),
@@ -157,14 +163,29 @@ fn multi_thread<F: Future>(shared: &Shared, driver: Driver, mut future: Pin<&mut
     let _timers = driver.enter_timers();
     // Timers end on this thread's waits: no slack on them (the default is 50 µs).
     let _slack = TimerSlack::exact();
+    // Polls in a row that ended with the future woken (it woke itself, or was woken while it
+    // ran): it is polled again at once, without a wait in the reactor.
+    let mut rewoken = 0u32;
     loop {
         state.notified.store(false, Ordering::SeqCst);
         if let Poll::Ready(v) = coop::budget(|| future.as_mut().poll(&mut cx)) {
             return v;
         }
         if state.notified.load(Ordering::SeqCst) {
+            // The timers of this thread fire only in this reactor's turns: turn it without
+            // blocking when one is due, and every `event_interval` such polls for the rest.
+            rewoken = rewoken.wrapping_add(1);
+            let due = driver
+                .next_timer()
+                .is_some_and(|t| t <= std::time::Instant::now());
+            if (due || rewoken.is_multiple_of(shared.config.event_interval))
+                && let Err(e) = driver.poll()
+            {
+                tracing::error!(target: "weir::worker", error = %e, "block_on: reactor poll failed");
+            }
             continue;
         }
+        rewoken = 0;
         // Returns on a timer of this thread, a wake-up, or a pending unpark.
         if let Err(e) = driver.park(None) {
             tracing::error!(target: "weir::worker", error = %e, "block_on: reactor wait failed");

@@ -191,8 +191,13 @@ impl Handle {
 
     /// Runs `future` to completion on this thread; see [`Runtime::block_on`](crate::Runtime::block_on).
     ///
+    /// After the runtime has shut down (the handle outlived it), the future still runs here,
+    /// but the runtime's reactors are gone, as with tokio: a timer it arms panics, and an I/O
+    /// object it creates or uses fails with an error saying that the reactor has shut down.
+    ///
     /// # Panics
-    /// As [`Runtime::block_on`](crate::Runtime::block_on).
+    /// As [`Runtime::block_on`](crate::Runtime::block_on), and when the future arms a timer
+    /// after the runtime shut down.
     #[track_caller]
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
         if context::is_in_runtime() {
