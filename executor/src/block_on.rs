@@ -43,11 +43,11 @@ pub(crate) fn block_on<F: Future>(shared: &Arc<Shared>, future: Pin<&mut F>) -> 
         // No reactor of its own: a timer armed by the future goes to a worker's reactor, which
         // has shut down, and refuses it (as tokio does), rather than fire on a runtime that no
         // longer runs.
-        return parked(future, &Arc::new(Parker::new()));
+        return parked(shared, future, &Arc::new(Parker::new()));
     }
     match take_driver(shared) {
         Some(driver) => multi_thread(shared, driver, future),
-        None => parked(future, &Arc::new(Parker::new())),
+        None => parked(shared, future, &Arc::new(Parker::new())),
     }
 }
 
@@ -168,7 +168,7 @@ fn multi_thread<F: Future>(shared: &Shared, driver: Driver, mut future: Pin<&mut
     let mut rewoken = 0u32;
     loop {
         state.notified.store(false, Ordering::SeqCst);
-        if let Poll::Ready(v) = coop::budget(|| future.as_mut().poll(&mut cx)) {
+        if let Poll::Ready(v) = poll_root(shared, future.as_mut(), &mut cx) {
             return v;
         }
         if state.notified.load(Ordering::SeqCst) {
@@ -194,6 +194,22 @@ fn multi_thread<F: Future>(shared: &Shared, driver: Driver, mut future: Pin<&mut
     }
 }
 
+/// One poll of a `block_on` future, with a full cooperative budget: weir's, and tokio's too
+/// when the runtime has a tokio compat runtime.
+fn poll_root<F: Future>(
+    shared: &Shared,
+    fut: Pin<&mut F>,
+    cx: &mut Context<'_>,
+) -> Poll<F::Output> {
+    #[cfg(feature = "tokio-compat")]
+    if shared.config.compat.is_on() {
+        crate::compat::fresh_tokio_budget();
+    }
+    #[cfg(not(feature = "tokio-compat"))]
+    let _ = shared;
+    coop::budget(|| fut.poll(cx))
+}
+
 /// Sets this thread's timer slack to 1 ns until dropped (restoring the previous value).
 struct TimerSlack(Option<u64>);
 
@@ -212,11 +228,11 @@ impl Drop for TimerSlack {
 }
 
 /// Polls `future` here, parking on `parker` between polls (its waker unparks it).
-fn parked<F: Future>(mut future: Pin<&mut F>, parker: &Arc<Parker>) -> F::Output {
+fn parked<F: Future>(shared: &Shared, mut future: Pin<&mut F>, parker: &Arc<Parker>) -> F::Output {
     let waker = Waker::from(parker.clone());
     let mut cx = Context::from_waker(&waker);
     loop {
-        if let Poll::Ready(v) = coop::budget(|| future.as_mut().poll(&mut cx)) {
+        if let Poll::Ready(v) = poll_root(shared, future.as_mut(), &mut cx) {
             return v;
         }
         parker.park();
@@ -257,7 +273,7 @@ fn current_thread<F: Future>(shared: &Arc<Shared>, mut future: Pin<&mut F>) -> F
                 Err(panic) => std::panic::resume_unwind(panic),
             }
         }
-        if let Poll::Ready(v) = coop::budget(|| future.as_mut().poll(&mut cx)) {
+        if let Poll::Ready(v) = poll_root(shared, future.as_mut(), &mut cx) {
             return v;
         }
         if shared.is_shutdown() {

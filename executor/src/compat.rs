@@ -14,6 +14,23 @@
 //!   be waited on from inside tokio.
 //!
 //! Without the feature every type here is empty and entering it does nothing.
+//!
+//! # tokio's cooperative budget
+//!
+//! tokio's `tokio::sync` primitives, `tokio::select!` and `tokio::io` utilities spend tokio's
+//! budget, a thread-local that tokio fills only around the polls it makes itself; elsewhere it
+//! is unlimited, so a weir task looping on an always-ready tokio channel would never yield.
+//! With a compat runtime, every poll of a weir task or `block_on` future gets a full tokio
+//! budget of its own ([`fresh_tokio_budget`]), as a tokio task's poll does: tokio's
+//! primitives then return `Pending` (and wake the task) once it is spent, and the task goes to
+//! the back of its worker's queue.
+//!
+//! tokio exposes no call that fills its budget, but `coop::poll_proceed` hands out a guard
+//! that, dropped without progress, puts back the budget it was taken from: a guard taken from
+//! a full budget refills it. The first such guard on a thread is taken inside a task that a
+//! throwaway `LocalSet` polls (with a full budget); after that, each refill drops the guard
+//! and takes the next one from the refilled budget, so a poll starts one unit short of tokio's
+//! full budget (127 of 128). Without a compat runtime nothing of this runs.
 
 use std::io;
 #[cfg(feature = "tokio-compat")]
@@ -91,6 +108,15 @@ impl CompatHandle {
             };
         }
         self.enter()
+    }
+
+    /// `true` if this runtime has a tokio compatibility runtime (either mode).
+    #[cfg_attr(not(feature = "tokio-compat"), allow(dead_code))]
+    pub(crate) fn is_on(&self) -> bool {
+        #[cfg(feature = "tokio-compat")]
+        return self.handle.is_some();
+        #[cfg(not(feature = "tokio-compat"))]
+        false
     }
 
     /// Worker `index`'s own tokio runtime, in per-worker mode.
@@ -215,4 +241,54 @@ impl CompatRuntime {
             tracing::debug!(target: "weir::worker", "tokio compat runtime shut down");
         }
     }
+}
+
+#[cfg(feature = "tokio-compat")]
+thread_local! {
+    /// A guard taken from a full tokio budget on this thread: dropping it refills the budget.
+    static FULL: std::cell::Cell<Option<tokio::task::coop::RestoreOnPending>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// Fills tokio's cooperative budget of this thread for the poll that follows (see the
+/// module docs).
+#[cfg(feature = "tokio-compat")]
+pub(crate) fn fresh_tokio_budget() {
+    use std::task::{Context, Poll, Waker};
+    let _ = FULL.try_with(|full| {
+        match full.take() {
+            // Puts back the full budget it was taken from.
+            Some(guard) => drop(guard),
+            None => first_full_budget(),
+        }
+        // Never `Pending`: the budget is full, or unlimited if the first guard failed.
+        if let Poll::Ready(guard) =
+            tokio::task::coop::poll_proceed(&mut Context::from_waker(Waker::noop()))
+        {
+            full.set(Some(guard));
+        }
+    });
+}
+
+/// Fills this thread's tokio budget for the first time: a `LocalSet` polls a task with a full
+/// budget, the task takes a guard from it, and dropping the guard afterwards, outside the
+/// `LocalSet`, puts that full budget in place.
+#[cfg(feature = "tokio-compat")]
+fn first_full_budget() {
+    use std::future::{Future, poll_fn};
+    use std::task::{Context, Poll, Waker};
+    let local = tokio::task::LocalSet::new();
+    local.spawn_local(poll_fn(|cx| {
+        if let Poll::Ready(guard) = tokio::task::coop::poll_proceed(cx) {
+            FULL.set(Some(guard));
+        }
+        Poll::Ready(())
+    }));
+    {
+        // One poll: the (pending) future, then the `LocalSet`'s tick, which runs the task.
+        let mut run = std::pin::pin!(local.run_until(std::future::pending::<()>()));
+        let _ = run.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+    }
+    drop(local);
+    drop(FULL.take());
 }

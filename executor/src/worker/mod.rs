@@ -123,6 +123,8 @@ pub(crate) fn run<F: Future>(
             shared,
             remote,
             core: Some(core),
+            #[cfg(feature = "tokio-compat")]
+            tokio_budget: shared.config.compat.is_on(),
         };
         tracing::debug!(target: "weir::worker", worker = index, "worker started");
         // Task panics are caught per poll; only the root future's panic gets here.
@@ -200,6 +202,9 @@ struct Worker<'a> {
     remote: &'a Remote,
     /// `None` only while a task polls (the core is lent to `cx`) or after it was handed over.
     core: Option<Box<Core>>,
+    /// The runtime has a tokio compat runtime: every poll gets a full tokio budget too.
+    #[cfg(feature = "tokio-compat")]
+    tokio_budget: bool,
 }
 
 impl Worker<'_> {
@@ -255,6 +260,10 @@ impl Worker<'_> {
             && r.woken.woken.swap(false, Ordering::SeqCst)
         {
             let mut cx = Context::from_waker(&r.waker);
+            #[cfg(feature = "tokio-compat")]
+            if self.tokio_budget {
+                crate::compat::fresh_tokio_budget();
+            }
             if let Poll::Ready(v) = coop::budget(|| r.fut.as_mut().poll(&mut cx)) {
                 return Step::Done(v);
             }
@@ -289,6 +298,10 @@ impl Worker<'_> {
         // While the task polls, the core is lent to the thread's worker context, where
         // `block_in_place` may hand it to another thread.
         self.cx.lent.set(self.core.take());
+        #[cfg(feature = "tokio-compat")]
+        if self.tokio_budget {
+            crate::compat::fresh_tokio_budget();
+        }
         task.run();
         self.core = self.cx.lent.take();
         if self.core.is_some() {
