@@ -120,6 +120,24 @@
 //! receive or accept) and the readiness futures (`readable`, `writable`, `ready`) do not, as in
 //! tokio; unlike tokio, `TcpStream::connect` does not spend it.
 //!
+//! tokio's own budget, which `tokio::sync` receivers, `tokio::select!` and `tokio::io`
+//! utilities such as `tokio::io::empty()` spend, is a separate count that only tokio can fill:
+//! - **With [`Builder::tokio_compat`](runtime::Builder::tokio_compat) or
+//!   [`tokio_compat_threads`](runtime::Builder::tokio_compat_threads)**, every poll of a weir
+//!   task or of a `block_on` future starts with a full tokio budget, as a tokio task's poll
+//!   does (127 of tokio's 128 units: one goes to refilling it). Once it is spent those
+//!   primitives return `Pending` and wake the task, which goes to the back of its worker's
+//!   queue, so a task looping on an always-ready tokio channel lets its worker's timers and
+//!   other tasks run, as on tokio. The two budgets are counted apart: a poll may spend 128 of
+//!   weir's and 127 of tokio's, and [`task::unconstrained`] and [`task::consume_budget`] act on
+//!   weir's (`tokio::task::coop::unconstrained` and `consume_budget` on tokio's).
+//! - **Without a compat runtime**, tokio's budget is unlimited on weir's threads (as everywhere
+//!   outside tokio's own tasks), and nothing of this costs anything: tokio's primitives never
+//!   yield for budget. A loop whose every iteration is ready at once (an always-full tokio
+//!   channel, `tokio::io::empty()`) then never yields and holds its worker. Add
+//!   `weir::task::consume_budget().await` (or `yield_now`) to such a loop, use weir's own
+//!   primitives, or turn the compat runtime on.
+//!
 //! Networking, files, processes:
 //! - **The `ReadBuf` forms** of `poll_recv`, `poll_recv_from`, `poll_peek` and
 //!   `poll_peek_from` are named `poll_*_read_buf` (feature `tokio-io`), beside the slice forms
@@ -131,6 +149,9 @@
 //!   instead of keeping it for the next write or flush.
 //! - **Child processes** are waited for with a pidfd in the reactor (no SIGCHLD handler); on
 //!   kernels without `pidfd_open` a wait holds a blocking-pool thread until the child exits.
+//!   A child may be waited for anywhere, also in another runtime after the spawning one was
+//!   dropped, as with tokio; its pipes work while the spawning runtime runs
+//!   ([`process`](crate::process#where-a-child-may-be-waited-for)).
 //!
 //! tokio compatibility: with [`Builder::tokio_compat`](runtime::Builder::tokio_compat), each
 //! worker runs inside a tokio runtime of its own, so a task started with `tokio::spawn` runs on
