@@ -9,8 +9,13 @@
 //!   on this thread's own precise wait, with no other thread in the way. Its sockets still
 //!   register with the workers' reactors, which serve them whether or not this thread is
 //!   waiting. A wake from another thread (a task's `JoinHandle`, a channel) writes the
-//!   reactor's wake handle, only if the caller is blocked. When no reactor can be created
+//!   reactor's wake handle, only if the caller is blocked. A future woken while it ran (one
+//!   that wakes itself, say) is polled again at once; the reactor is then turned without
+//!   blocking when one of its timers is due, and every `event_interval` such polls, so its
+//!   timers fire even if it never lets the thread wait. When no reactor can be created
 //!   (out of fds), the caller falls back to the [`Parker`], and its timers to the workers.
+//!   After the runtime shut down it gets no reactor either: its timers go to the workers'
+//!   reactors, which have shut down and refuse them (a panic, as with tokio).
 //!
 //! A reactor goes back to the pool when `block_on` returns, unless a timer armed on it is still
 //! pending (its future outlives the call, e.g. moved into a task): then the reactor is dropped,
