@@ -109,7 +109,9 @@ impl Driver {
         inner.park.finish_park();
         let timed = self.policy.needs_timing();
         let window = self.policy.window().filter(|_| io_ready);
-        let first = if timed || window.is_some() || park.deadline.is_some() {
+        // The clock is read only where it decides something: the adaptive policy's timing, a
+        // window to hold, or (without I/O) whether the outer timer woke us for the spin.
+        let first = if timed || window.is_some() || (!io_ready && park.deadline.is_some()) {
             Some(inner.clock.now())
         } else {
             None
@@ -130,6 +132,7 @@ impl Driver {
         }
         // Woken by the outer timer before the deadline: spin out the last stretch.
         let mut woken = 0;
+        let mut spun = false;
         if !io_ready
             && let (Some(d), Some(at), Some(first)) = (park.deadline, park.wake_at, first)
             && first >= at
@@ -138,11 +141,21 @@ impl Driver {
             self.events.clear();
             self.spin_until(d)?;
             woken += self.deliver_events();
+            spun = true;
         }
-        woken += self.turn(Some(Duration::ZERO))?;
+        if io_ready || spun || self.handle.inner.clock.is_paused() {
+            woken += self.turn(Some(Duration::ZERO))?;
+        } else {
+            // Resumed for a task woken on this thread (or by the outer timer at a deadline):
+            // the backend has signalled nothing, so polling it would be a wasted syscall. What
+            // arrives from now on makes the fd readable, and the outer loop resumes us again.
+            self.events.clear();
+            woken += self.expire_timers().0;
+        }
         let events = self.events.len();
         let more = events >= self.max_events;
-        if let Some(first) = first {
+        if timed || held.is_some() {
+            let first = first.expect("read for a timed wait or a window");
             let done = self.handle.inner.clock.now();
             let report = WaitReport {
                 events,
@@ -157,7 +170,12 @@ impl Driver {
             };
             self.record_wait(&report);
         } else {
-            self.handle.inner.metrics.waits.add_owner(1);
+            self.record_wait(&WaitReport {
+                events,
+                blocked: Duration::ZERO,
+                span: None,
+                window: None,
+            });
         }
         Ok((woken, more))
     }
