@@ -112,8 +112,7 @@ impl Pool {
             BlockingTask(Some(f)),
             self.clone(),
             id,
-            None,
-            false,
+            crate::task_core::Placement::Any,
             location,
         );
         tracing::trace!(target: "weir::task", task_id = id.as_u64(), location = %location, "spawn_blocking");
@@ -168,8 +167,7 @@ impl Pool {
             BlockingTask(Some(f)),
             self.clone(),
             id,
-            None,
-            false,
+            crate::task_core::Placement::Any,
             Location::caller(),
         );
         drop(JoinHandle::new(join));
@@ -312,7 +310,7 @@ impl Schedule for Arc<Pool> {
     /// Only `spawn` queues a blocking task: its one poll always completes, so it is never woken
     /// after. Were it woken, it would go to a running thread (there is no runtime at hand here
     /// to start one with).
-    fn schedule(&self, task: Task, _yielded: bool) {
+    fn schedule(&self, task: Task, _at: crate::task_core::Queue) {
         self.submit::<NoRuntime>(task, None);
     }
 

@@ -15,7 +15,7 @@ use crate::context::{self, EnterGuard};
 use crate::metrics::RuntimeMetrics;
 use crate::placement;
 use crate::shared::{Id, Shared};
-use crate::task_core::JoinHandle;
+use crate::task_core::{JoinHandle, Placement};
 
 /// A cheap, cloneable reference to a runtime: spawn onto it, enter it, read its metrics.
 #[derive(Clone)]
@@ -71,7 +71,8 @@ impl Handle {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        self.shared.spawn(future, None, false, Location::caller())
+        self.shared
+            .spawn(future, Placement::Any, Location::caller())
     }
 
     /// Runs `f` on this runtime's blocking pool; see [`spawn_blocking`](crate::spawn_blocking).
@@ -105,7 +106,7 @@ impl Handle {
             "spawn_on: worker {worker} does not exist (the runtime has {n} workers)"
         );
         self.shared
-            .spawn(future, Some(worker), false, Location::caller())
+            .spawn(future, Placement::Worker(worker), Location::caller())
     }
 
     /// The runtime's id, unique among the runtimes of this process.

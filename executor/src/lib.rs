@@ -91,7 +91,9 @@ where
 {
     let location = Location::caller();
     // The panic stays out of the closure, where `#[track_caller]` would not reach it.
-    match context::with_current(|s| s.map(|s| s.spawn(future, None, false, location))) {
+    match context::with_current(|s| {
+        s.map(|s| s.spawn(future, crate::task_core::Placement::Any, location))
+    }) {
         Some(join) => join,
         None => panic!(
             "weir::spawn called outside a weir runtime: call it from a task, inside \

@@ -205,7 +205,7 @@ impl Runtime {
             let joined: Vec<usize> = cores.iter().map(|c| c.index).collect();
             let rest = shared
                 .owned
-                .close_and_take(|h| h.owner.is_none_or(|w| joined.contains(&w)));
+                .close_and_take(|h| h.placement.worker().is_none_or(|w| joined.contains(&w)));
             for t in rest {
                 t.shutdown();
             }

@@ -15,16 +15,14 @@ use std::sync::atomic::Ordering;
 
 use crate::context::{self, WorkerCx};
 use crate::shared::Shared;
-use crate::task_core::{self, Header, Id, JoinHandle, Schedule, Task};
+use crate::task_core::{self, Header, Id, JoinHandle, Placement, Queue, Schedule, Task};
 
 impl Shared {
-    /// Spawns a task; `owner` pins it to a worker, `local` marks a `!Send` (`spawn_local`)
-    /// task, which must stay on that worker's thread.
+    /// Spawns a task that runs where `placement` says.
     pub(crate) fn spawn<F>(
         self: &Arc<Self>,
         future: F,
-        owner: Option<usize>,
-        local: bool,
+        placement: Placement,
         location: &'static Location<'static>,
     ) -> JoinHandle<F::Output>
     where
@@ -32,19 +30,19 @@ impl Shared {
         F::Output: 'static,
     {
         let id = Id::next();
-        if local && let Some(w) = owner {
+        if let Placement::Local(w) = placement {
             self.remotes[w].local_tasks.fetch_add(1, Ordering::Relaxed);
         }
-        let (task, join) = task_core::new_task(future, self.clone(), id, owner, local, location);
+        let (task, join) = task_core::new_task(future, self.clone(), id, placement, location);
         tracing::trace!(
             target: "weir::task",
             task_id = id.as_u64(),
             location = %location,
-            local = owner.is_some(),
+            placement = ?placement,
             "spawn"
         );
         match self.owned.insert(task.clone()) {
-            Ok(()) => self.schedule(task, true),
+            Ok(()) => self.schedule(task, Queue::Back),
             Err(task) => task.shutdown(),
         }
         JoinHandle::new(join)
@@ -65,7 +63,7 @@ impl Shared {
             // Shutdown cancels every owned task; this queue entry would never run.
             return;
         }
-        match task.header().owner {
+        match task.header().placement.worker() {
             Some(w) => self.push_inbox(w, task),
             None => {
                 self.inject.push(task);
@@ -76,17 +74,15 @@ impl Shared {
 }
 
 impl Schedule for Arc<Shared> {
-    fn schedule(&self, task: Task, yielded: bool) {
+    fn schedule(&self, task: Task, at: Queue) {
         context::with_worker(|cx| match cx {
-            Some(cx) if ptr::eq(&*cx.shared, &**self) => cx.schedule_local(task, yielded),
+            Some(cx) if ptr::eq(&*cx.shared, &**self) => cx.schedule_local(task, at),
             _ => self.schedule_remote(task),
         })
     }
 
     fn release(&self, header: &Header) {
-        if header.local
-            && let Some(w) = header.owner
-        {
+        if let Placement::Local(w) = header.placement {
             self.remotes[w].local_tasks.fetch_sub(1, Ordering::Relaxed);
         }
         let removed = self.owned.remove(header);
@@ -95,9 +91,9 @@ impl Schedule for Arc<Shared> {
 }
 
 impl WorkerCx {
-    fn schedule_local(&self, task: Task, yielded: bool) {
+    fn schedule_local(&self, task: Task, at: Queue) {
         let shared = &*self.shared;
-        match task.header().owner {
+        match task.header().placement.worker() {
             Some(w) if w != self.index => shared.push_inbox(w, task),
             Some(_) => {
                 self.queues().pinned.push_back(task);
@@ -106,11 +102,12 @@ impl WorkerCx {
             None => {
                 let metrics = &shared.remotes[self.index].metrics;
                 let mut q = self.queues();
-                let to_queue = if yielded || self.in_dispatch.get() || !shared.config.lifo_slot {
-                    Some(task)
-                } else {
-                    q.lifo.replace(task)
-                };
+                let to_queue =
+                    if at == Queue::Back || self.in_dispatch.get() || !shared.config.lifo_slot {
+                        Some(task)
+                    } else {
+                        q.lifo.replace(task)
+                    };
                 let Some(task) = to_queue else {
                     drop(q);
                     self.resume_nested();
@@ -147,6 +144,6 @@ where
         let cx = cx?;
         cx.local_thread.set(Some(std::thread::current().id()));
         let shared = cx.shared.clone();
-        Some(shared.spawn(future, Some(cx.index), true, location))
+        Some(shared.spawn(future, Placement::Local(cx.index), location))
     })
 }

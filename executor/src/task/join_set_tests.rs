@@ -64,7 +64,7 @@ mod loom_tests {
     struct Queue(Arc<Mutex<VecDeque<Task>>>);
 
     impl Schedule for Queue {
-        fn schedule(&self, task: Task, _yielded: bool) {
+        fn schedule(&self, task: Task, _at: crate::task_core::Queue) {
             self.0.lock().push_back(task);
         }
         fn release(&self, _header: &Header) {}
@@ -101,11 +101,10 @@ mod loom_tests {
                     async move { v },
                     q.clone(),
                     Id::next(),
-                    None,
-                    false,
+                    crate::task_core::Placement::Any,
                     Location::caller(),
                 );
-                q.schedule(task, false);
+                q.schedule(task, crate::task_core::Queue::Next);
                 set.insert(JoinHandle::new(join));
             }
             let runner = {

@@ -13,7 +13,7 @@ use weir_reactor::coop;
 
 use super::join::{Join, JoinError, panic_message};
 use super::state::{AbortAction, IdleAction, RunAction, ShutdownAction, State, WakeAction};
-use super::{Header, Id, Runnable, Schedule, Task};
+use super::{Header, Id, Placement, Queue, Runnable, Schedule, Task};
 use crate::loom::{Mutex, UnsafeCell};
 
 enum Stage<F: Future> {
@@ -48,8 +48,7 @@ pub(crate) fn new_task<F, S>(
     future: F,
     scheduler: S,
     id: Id,
-    owner: Option<usize>,
-    local: bool,
+    placement: Placement,
     location: &'static Location<'static>,
 ) -> (Task, Arc<dyn Join<F::Output>>)
 where
@@ -61,8 +60,7 @@ where
         header: Header {
             state: State::new(),
             id,
-            owner,
-            local,
+            placement,
             owned_key: AtomicUsize::new(usize::MAX),
             location,
         },
@@ -246,7 +244,7 @@ where
         match res {
             Ok(Poll::Pending) => match self.header.state.transition_to_idle() {
                 IdleAction::Idle => {}
-                IdleAction::Resubmit => self.scheduler.schedule(self.clone(), true),
+                IdleAction::Resubmit => self.scheduler.schedule(self.clone(), Queue::Back),
                 // SAFETY: still RUNNING.
                 IdleAction::Cancel => unsafe { self.cancel() },
             },
@@ -283,7 +281,7 @@ where
 
     fn abort(self: Arc<Self>) {
         match self.header.state.transition_to_cancelled_by_abort() {
-            AbortAction::Submit => self.scheduler.schedule(self.clone(), false),
+            AbortAction::Submit => self.scheduler.schedule(self.clone(), Queue::Next),
             AbortAction::None => {}
         }
     }
@@ -296,13 +294,13 @@ where
 {
     fn wake(self: Arc<Self>) {
         if self.header.state.transition_to_notified_by_wake() == WakeAction::Submit {
-            self.scheduler.schedule(self.clone(), false);
+            self.scheduler.schedule(self.clone(), Queue::Next);
         }
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
         if self.header.state.transition_to_notified_by_wake() == WakeAction::Submit {
-            self.scheduler.schedule(self.clone(), false);
+            self.scheduler.schedule(self.clone(), Queue::Next);
         }
     }
 }

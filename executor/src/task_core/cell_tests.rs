@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 struct Queue(Arc<Mutex<VecDeque<Task>>>);
 
 impl Schedule for Queue {
-    fn schedule(&self, task: Task, _yielded: bool) {
+    fn schedule(&self, task: Task, _at: crate::task_core::Queue) {
         self.0.lock().push_back(task);
     }
     fn release(&self, _header: &Header) {}
@@ -94,11 +94,10 @@ fn wake_from_other_thread_while_running_or_idle() {
             },
             q.clone(),
             Id::next(),
-            None,
-            false,
+            crate::task_core::Placement::Any,
             Location::caller(),
         );
-        q.schedule(task, false);
+        q.schedule(task, crate::task_core::Queue::Next);
         let waker_thread = {
             let slot = slot.clone();
             thread::spawn(move || slot.take_blocking().wake())
@@ -119,11 +118,10 @@ fn abort_races_with_completion() {
             async { 7 },
             q.clone(),
             Id::next(),
-            None,
-            false,
+            crate::task_core::Placement::Any,
             Location::caller(),
         );
-        q.schedule(task, false);
+        q.schedule(task, crate::task_core::Queue::Next);
         let aborter = {
             let t = join.clone().into_task();
             thread::spawn(move || t.abort())
@@ -160,11 +158,10 @@ fn join_handle_dropped_while_completing() {
             async move { Out(d) },
             q.clone(),
             Id::next(),
-            None,
-            false,
+            crate::task_core::Placement::Any,
             Location::caller(),
         );
-        q.schedule(task, false);
+        q.schedule(task, crate::task_core::Queue::Next);
         let runner = {
             let q = q.clone();
             thread::spawn(move || q.run_all())

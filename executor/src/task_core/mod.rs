@@ -34,14 +34,44 @@ pub(crate) type Task = Arc<dyn Runnable>;
 pub(crate) struct Header {
     pub(crate) state: state::State,
     pub(crate) id: Id,
-    /// `Some(worker)` for `spawn_local` and `spawn_on` tasks: they run only on that worker.
-    pub(crate) owner: Option<usize>,
-    /// A `spawn_local` task (`!Send`): it also stays on the thread that runs its worker.
-    pub(crate) local: bool,
+    /// Where the task may run.
+    pub(crate) placement: Placement,
     /// Slot in the owned-task list, `usize::MAX` when not in it. Accessed only under that list's
     /// shard lock.
     pub(crate) owned_key: std::sync::atomic::AtomicUsize,
     pub(crate) location: &'static Location<'static>,
+}
+
+/// Where a task may run, fixed at spawn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Placement {
+    /// On any worker (`spawn`): queued where it is woken, and stealable.
+    Any,
+    /// Only on this worker (`spawn_on`): a `Send` task that is never stolen.
+    Worker(usize),
+    /// Only on this worker's thread (`spawn_local`): a `!Send` task, which also stays when the
+    /// worker moves to another thread.
+    Local(usize),
+}
+
+impl Placement {
+    /// The worker the task is pinned to, if any.
+    pub(crate) fn worker(self) -> Option<usize> {
+        match self {
+            Placement::Any => None,
+            Placement::Worker(w) | Placement::Local(w) => Some(w),
+        }
+    }
+}
+
+/// Where a woken task is queued on the worker that takes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Queue {
+    /// Woken by another task or by I/O: it may go to the LIFO slot, to run next.
+    Next,
+    /// Just spawned, or woken during its own poll (by itself, or out of budget): the back of a
+    /// queue, so that it does not starve the others.
+    Back,
 }
 
 /// A task as its scheduler sees it.
@@ -57,9 +87,8 @@ pub(crate) trait Runnable: Send + Sync + 'static {
 
 /// Where a task goes when it is woken, and who tracks it.
 pub(crate) trait Schedule: Send + Sync + Sized + 'static {
-    /// Queues a notified task. `yielded`: it was woken during its own poll (by itself or by
-    /// running out of budget) and goes to the back of a queue, not to the LIFO slot.
-    fn schedule(&self, task: Task, yielded: bool);
+    /// Queues a notified task, at the place `at` says.
+    fn schedule(&self, task: Task, at: Queue);
     /// The task completed: drop it from the owned-task list.
     fn release(&self, header: &Header);
 }

@@ -437,7 +437,9 @@ pub(crate) fn shutdown_core(shared: &Arc<Shared>, core: &mut Core) {
     let on_owner_thread = core
         .local_thread
         .is_none_or(|t| t == std::thread::current().id());
-    let pinned = shared.owned.close_and_take(|h| h.owner == Some(index));
+    let pinned = shared
+        .owned
+        .close_and_take(|h| h.placement.worker() == Some(index));
     if on_owner_thread {
         for t in pinned {
             t.shutdown();
