@@ -53,6 +53,5 @@ pub use min_wait::MinWait;
 pub use ready::{Direction, Interest, Ready};
 pub use sys::Backend;
 /// Fault injection for the io_uring backend's tests (ring sizes). Not a stable API.
-#[doc(hidden)]
-#[cfg(target_os = "linux")]
+#[cfg(all(feature = "test-hooks", target_os = "linux"))]
 pub use sys::uring::{UringDebug, UringTestHooks, set_test_hooks as set_uring_test_hooks};

@@ -475,6 +475,7 @@ impl AnySelector {
 
     /// Test hook (io_uring): makes the kernel end every armed poll, which must be re-armed.
     /// `false` on other backends.
+    #[cfg(feature = "test-hooks")]
     pub(crate) fn terminate_polls(&mut self) -> bool {
         match self {
             #[cfg(target_os = "linux")]
@@ -487,7 +488,7 @@ impl AnySelector {
     }
 
     /// Test introspection (io_uring): the ring's fd and the poll slots in use.
-    #[cfg(target_os = "linux")]
+    #[cfg(all(feature = "test-hooks", target_os = "linux"))]
     pub(crate) fn uring_debug_info(&self) -> Option<uring::UringDebug> {
         match self {
             #[cfg(target_os = "linux")]

@@ -248,7 +248,7 @@ impl Drop for Selector {
 }
 
 /// What a test may check of an io_uring reactor's insides.
-#[doc(hidden)]
+#[cfg(feature = "test-hooks")]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct UringDebug {
     /// The ring's fd.
@@ -265,7 +265,7 @@ pub struct UringDebug {
 
 /// Fault injection and introspection for tests. Set on the thread that builds the driver,
 /// before `Driver::new`.
-#[doc(hidden)]
+#[cfg(feature = "test-hooks")]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct UringTestHooks {
     /// SQ entries (0: default).
@@ -274,6 +274,7 @@ pub struct UringTestHooks {
     pub cq_entries: u32,
 }
 
+#[cfg(feature = "test-hooks")]
 thread_local! {
     static HOOKS: std::cell::Cell<UringTestHooks> = const {
         std::cell::Cell::new(UringTestHooks { sq_entries: 0, cq_entries: 0 })
@@ -281,23 +282,20 @@ thread_local! {
 }
 
 /// Sets the test hooks of drivers built on this thread from now on.
-#[doc(hidden)]
+#[cfg(feature = "test-hooks")]
 pub fn set_test_hooks(hooks: UringTestHooks) {
     HOOKS.with(|h| h.set(hooks));
 }
 
 fn sizes() -> Sizes {
+    #[cfg(feature = "test-hooks")]
     let hooks = HOOKS.with(std::cell::Cell::get);
-    let sq = if hooks.sq_entries == 0 {
-        SQ_ENTRIES
-    } else {
-        hooks.sq_entries
-    };
-    let cq = if hooks.cq_entries == 0 {
-        (sq * 4).max(1024)
-    } else {
-        hooks.cq_entries
-    };
+    #[cfg(feature = "test-hooks")]
+    let (sq, cq) = (hooks.sq_entries, hooks.cq_entries);
+    #[cfg(not(feature = "test-hooks"))]
+    let (sq, cq) = (0, 0);
+    let sq = if sq == 0 { SQ_ENTRIES } else { sq };
+    let cq = if cq == 0 { (sq * 4).max(1024) } else { cq };
     Sizes { sq, cq }
 }
 

@@ -168,11 +168,13 @@ impl Slot {
 
 impl Polls {
     /// How many polls and receives were armed again after they ended on their own.
+    #[cfg(feature = "test-hooks")]
     pub(super) fn rearms(&self) -> u64 {
         self.rearms
     }
 
     /// How many slots are in use (armed, cancelling or failed).
+    #[cfg(feature = "test-hooks")]
     pub(super) fn len(&self) -> usize {
         self.slots.len()
     }
@@ -297,6 +299,7 @@ impl Polls {
 
     /// Test hook: ends every armed request from the kernel's side (a cancellation the table
     /// does not know of), as a CQ overflow may; each must be re-armed by its final completion.
+    #[cfg(feature = "test-hooks")]
     pub(super) fn terminate_all(&self, ring: &mut Ring) {
         for (index, slot) in &self.slots {
             if slot.cancelling {

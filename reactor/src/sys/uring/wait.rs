@@ -6,9 +6,11 @@ use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+#[cfg(feature = "test-hooks")]
+use super::UringDebug;
 use super::inbox::Block;
 use super::ring::{self, Ring};
-use super::{Core, Op, Registry, Selector, UringDebug, dup, napi, polls};
+use super::{Core, Op, Registry, Selector, dup, napi, polls};
 use crate::sys::Event;
 
 /// How long a lossless deregistration waits for the final completion of the fd's receive
@@ -181,12 +183,14 @@ impl Selector {
     }
 
     /// Test hook: makes the kernel end every armed poll (they must be re-armed).
+    #[cfg(feature = "test-hooks")]
     pub(crate) fn terminate_polls(&mut self) {
         let core = &mut *self.core.lock();
         core.polls.terminate_all(&mut core.ring);
     }
 
     /// What tests may check.
+    #[cfg(feature = "test-hooks")]
     pub(crate) fn debug_info(&self) -> UringDebug {
         let core = self.core.lock();
         UringDebug {
