@@ -298,6 +298,93 @@ fn serves_a_sharded_listener_on_every_worker() {
     });
 }
 
+/// A user's listener with accept loops of its own: it decides where each connection is served
+/// (here: always on worker 1), and stops accepting at graceful shutdown.
+struct OwnLoops {
+    inner: TcpListener,
+    served: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl weir::serve::Listener for OwnLoops {
+    type Io = TcpStream;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (TcpStream, SocketAddr) {
+        unreachable!("OwnLoops runs its own accept loop")
+    }
+
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.inner.local_addr()
+    }
+
+    fn spawn_accept_loops(
+        self,
+        serve_conn: weir::serve::ServeConn<Self>,
+    ) -> Result<weir::serve::AcceptLoops, Self> {
+        let OwnLoops { inner, served } = self;
+        let handle = weir::runtime::Handle::current();
+        let spawner = handle.clone();
+        let accept_loop = handle.spawn_on(1, async move {
+            loop {
+                let (io, peer) = inner.accept().await?;
+                served.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                drop(spawner.spawn_on(1, serve_conn.serve(io, peer)));
+            }
+        });
+        let abort = accept_loop.abort_handle();
+        let done = async move {
+            match accept_loop.await {
+                Ok(result) => result,
+                // Stopped: the loop and its listener are gone.
+                Err(e) if e.is_cancelled() => Ok(()),
+                Err(e) => Err(std::io::Error::other(e)),
+            }
+        };
+        Ok(weir::serve::AcceptLoops::new(done, move || abort.abort()))
+    }
+}
+
+#[test]
+fn serves_a_listener_with_its_own_accept_loops() {
+    let rt = runtime(2);
+    rt.block_on(async {
+        let inner = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = inner.local_addr().unwrap();
+        let served = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let app = Router::new().route(
+            "/worker",
+            get(|| async { format!("{:?}", weir::runtime::worker_index()) }),
+        );
+        let listener = OwnLoops {
+            inner,
+            served: served.clone(),
+        };
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let server = weir::spawn(
+            weir::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    let _ = stop_rx.await;
+                })
+                .into_future(),
+        );
+        for _ in 0..4 {
+            let (status, body) = timeout(get1(addr, "/worker")).await.unwrap();
+            assert_eq!((status, body.as_str()), (StatusCode::OK, "Some(1)"));
+        }
+        assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), 4);
+        stop_tx.send(()).unwrap();
+        timeout(server)
+            .await
+            .expect("serve returned after stopping the listener's loops")
+            .unwrap()
+            .unwrap();
+        assert!(
+            TcpStream::connect(addr).await.is_err(),
+            "the listener's socket is closed once its loop stopped"
+        );
+    });
+}
+
 #[test]
 fn serves_a_unix_listener() {
     let rt = runtime(1);

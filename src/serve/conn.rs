@@ -1,11 +1,10 @@
-//! The serving loops behind `serve`: one accept loop (or a sharded listener's per-worker
-//! loops), a task per connection with hyper-util's auto builder, and graceful shutdown.
+//! The serving loop behind `serve`: one accept loop (or the listener's own, such as a sharded
+//! listener's per-worker loops), a task per connection with hyper-util's auto builder, and
+//! graceful shutdown.
 
-use std::any::Any;
 use std::fmt;
 use std::future::{Future, poll_fn};
 use std::io;
-use std::net::SocketAddr;
 use std::pin::pin;
 use std::sync::Arc;
 use std::task::Poll;
@@ -19,10 +18,9 @@ use tokio::sync::watch;
 use tower::ServiceExt as _;
 use tower_service::Service;
 
-use super::listener::{IncomingStream, Listener};
+use super::listener::{IncomingStream, Listener, ServeConn};
 use super::service::{BoxError, MakeService, made, make_ready};
 use crate::compat::{WeirExecutor, WeirTimer};
-use crate::net::{ShardedListener, TcpStream};
 
 /// Tells connections to shut down gracefully, and waits until they all have.
 ///
@@ -53,12 +51,10 @@ impl Connections {
     }
 }
 
-/// One accept loop (TCP, Unix, user listeners), on the worker running the serve task.
-pub(super) async fn serve_loop<L, M, K: 'static, F>(
-    mut listener: L,
-    mut make: M,
-    signal: F,
-) -> io::Result<()>
+/// Serves `listener` until `signal`: one accept loop here, or the listener's own accept loops
+/// ([`Listener::spawn_accept_loops`]); either way each connection gets its service from `make`
+/// and a task of its own (see [`made_conn`]).
+pub(super) async fn serve<L, M, K: 'static, F>(listener: L, make: M, signal: F) -> io::Result<()>
 where
     L: Listener,
     M: MakeService<L, K>,
@@ -71,6 +67,50 @@ where
     if let Ok(addr) = listener.local_addr() {
         tracing::debug!(target: "weir::serve", ?addr, "serving");
     }
+    // For a listener with accept loops of its own: the per-connection steps, run on the worker
+    // the listener picks. The make-service is cloned for each connection there, since the
+    // loops run on several workers at once.
+    let serve_conn = {
+        let make = std::sync::Mutex::new(make.clone());
+        let builder = builder.clone();
+        let template = connections.template.clone();
+        ServeConn::<L>::new(move |io, remote_addr| {
+            let mut make = make.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let builder = builder.clone();
+            let shutdown = template.clone();
+            Box::pin(async move {
+                if let Some((conn, io)) =
+                    made_conn::<L, M, K>(&mut make, io, remote_addr, builder, shutdown).await
+                {
+                    conn.serve(io).await;
+                }
+            })
+        })
+    };
+    let mut listener = match listener.spawn_accept_loops(serve_conn) {
+        Ok(loops) => {
+            let (mut done, stop) = loops.into_parts();
+            let stopped = poll_fn(|cx| {
+                if signal.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(None);
+                }
+                done.as_mut().poll(cx).map(Some)
+            })
+            .await;
+            if let Some(result) = stopped {
+                // The accept loops failed on their own.
+                return result;
+            }
+            stop();
+            // Wait for the loops to end, so that their `serve_conn` (and its receiver) is dropped.
+            let _ = done.await;
+            tracing::debug!(target: "weir::serve", "graceful shutdown: stopped accepting");
+            connections.drain().await;
+            return Ok(());
+        }
+        Err(listener) => listener,
+    };
+    let mut make = make;
     loop {
         let next = {
             let mut accept = pin!(listener.accept());
@@ -85,23 +125,16 @@ where
         let Some((io, remote_addr)) = next else {
             break;
         };
-        if !make_ready::<L, M, K>(&mut make).await {
-            continue;
-        }
-        let Some(service) = made(make.make(IncomingStream {
-            io: &io,
+        let made = made_conn::<L, M, K>(
+            &mut make,
+            io,
             remote_addr,
-        }))
-        .await
-        else {
-            continue;
-        };
-        let conn = Conn {
-            service,
-            builder: builder.clone(),
-            shutdown: connections.template.clone(),
-        };
-        drop(crate::spawn(conn.serve(io)));
+            builder.clone(),
+            connections.template.clone(),
+        );
+        if let Some((conn, io)) = made.await {
+            drop(crate::spawn(conn.serve(io)));
+        }
     }
     drop(listener);
     tracing::debug!(target: "weir::serve", "graceful shutdown: stopped accepting");
@@ -109,83 +142,39 @@ where
     Ok(())
 }
 
-/// A [`ShardedListener`]: its per-worker accept loops, each connection on its NAPI owner.
-pub(super) async fn serve_sharded<L, M, K: 'static, F>(
-    listener: ShardedListener,
-    make: M,
-    signal: F,
-) -> io::Result<()>
+/// The steps of every accepted connection: waits until `make` is ready, makes the
+/// connection's service, and returns what serves it, with the stream; `None` (logged) if the
+/// make-service failed.
+///
+/// The stream is borrowed only by the `make` call, never across an await, so its type need not
+/// be `Sync`.
+async fn made_conn<L, M, K>(
+    make: &mut M,
+    io: L::Io,
+    remote_addr: L::Addr,
+    builder: Arc<auto::Builder<WeirExecutor>>,
+    shutdown: watch::Receiver<()>,
+) -> Option<(Conn<M::Service>, L::Io)>
 where
     L: Listener,
     M: MakeService<L, K>,
-    Conn<M::Service>: Serves,
-    F: Future<Output = ()> + Send + 'static,
 {
-    let connections = Connections::new();
-    let builder = Arc::new(connection_builder());
-    let template = connections.template.clone();
-    // The handler is shared by every worker's accept loop; the make-service need not be `Sync`.
-    let make = std::sync::Mutex::new(make);
-    tracing::debug!(target: "weir::serve", addr = %listener.local_addr(), workers = listener.num_listeners(), "serving (sharded)");
-    let serving = listener.serve(move |stream: TcpStream, peer: SocketAddr| {
-        let mut make = make.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let builder = builder.clone();
-        let shutdown = template.clone();
-        async move {
-            if let Err(e) = stream.set_nodelay(true) {
-                tracing::debug!(target: "weir::serve", %peer, error = %e, "could not set TCP_NODELAY");
-            }
-            // `L` is `ShardedListener` here (checked by `run`), so these casts cannot fail.
-            let io: L::Io = cast(stream);
-            let remote_addr: L::Addr = cast(peer);
-            if !make_ready::<L, M, K>(&mut make).await {
-                return;
-            }
-            let Some(service) = made(make.make(IncomingStream {
-                io: &io,
-                remote_addr,
-            }))
-            .await
-            else {
-                return;
-            };
-            Conn {
-                service,
-                builder,
-                shutdown,
-            }
-            .serve(io)
-            .await;
-        }
-    });
-    let mut serving = pin!(serving);
-    let mut signal = pin!(signal);
-    let stopped = poll_fn(|cx| {
-        if signal.as_mut().poll(cx).is_ready() {
-            return Poll::Ready(None);
-        }
-        serving.as_mut().poll(cx).map(Some)
-    })
-    .await;
-    if let Some(result) = stopped {
-        // The accept loops failed on their own.
-        return result;
+    if !make_ready::<L, M, K>(make).await {
+        return None;
     }
-    serving.stop();
-    // Wait for the accept loops to end, so the handler (and its receiver) is dropped.
-    let _ = serving.await;
-    tracing::debug!(target: "weir::serve", "graceful shutdown: stopped accepting");
-    connections.drain().await;
-    Ok(())
-}
-
-/// Moves `value` into a `U` that is the same type, checked at run time.
-fn cast<T: 'static, U: 'static>(value: T) -> U {
-    let mut slot = Some(value);
-    (&mut slot as &mut dyn Any)
-        .downcast_mut::<Option<U>>()
-        .and_then(Option::take)
-        .expect("weir::serve: a ShardedListener yields TcpStream and SocketAddr")
+    let service = made(make.make(IncomingStream {
+        io: &io,
+        remote_addr,
+    }))
+    .await?;
+    Some((
+        Conn {
+            service,
+            builder,
+            shutdown,
+        },
+        io,
+    ))
 }
 
 /// The hyper connection settings shared by every connection of one `serve`.

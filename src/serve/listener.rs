@@ -5,6 +5,8 @@ use std::fmt;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::net::{ShardedListener, TcpListener, TcpStream, UnixListener, UnixStream};
@@ -33,6 +35,98 @@ pub trait Listener: Send + 'static {
     /// # Errors
     /// The OS error of `getsockname`.
     fn local_addr(&self) -> io::Result<Self::Addr>;
+
+    /// Runs the listener's own accept loops instead of [`serve`](super::serve())'s single one,
+    /// for a listener that decides where each connection is served (several listening
+    /// sockets, one per worker, say). The listener calls `serve_conn` for every accepted
+    /// connection, on the worker that is to serve it, and runs the future it returns there
+    /// (as a task of its own, or inside its accept loop's task).
+    ///
+    /// Return `Err(self)` to be served by one loop calling [`accept`](Self::accept): that is
+    /// what the default does, and what [`TcpListener`] and [`UnixListener`] do.
+    /// [`ShardedListener`] runs one accept loop per worker and serves each connection on the
+    /// worker that owns its NIC receive queue.
+    fn spawn_accept_loops(self, serve_conn: ServeConn<Self>) -> Result<AcceptLoops, Self>
+    where
+        Self: Sized,
+    {
+        let _ = serve_conn;
+        Err(self)
+    }
+}
+
+/// Serves one accepted connection: the callback [`serve`](super::serve()) hands to
+/// [`Listener::spawn_accept_loops`]. Call it with each accepted stream and its peer address, and
+/// run the future it returns on the worker that is to serve the connection.
+pub struct ServeConn<L: Listener> {
+    serve: Arc<ServeConnFn<L>>,
+}
+
+type ServeConnFn<L> = dyn Fn(<L as Listener>::Io, <L as Listener>::Addr) -> Pin<Box<dyn Future<Output = ()> + Send>>
+    + Send
+    + Sync;
+
+impl<L: Listener> ServeConn<L> {
+    pub(super) fn new(
+        f: impl Fn(L::Io, L::Addr) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync + 'static,
+    ) -> ServeConn<L> {
+        ServeConn { serve: Arc::new(f) }
+    }
+
+    /// The future that serves connection `io` from `addr` until it ends.
+    pub fn serve(&self, io: L::Io, addr: L::Addr) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+        (self.serve)(io, addr)
+    }
+}
+
+impl<L: Listener> Clone for ServeConn<L> {
+    fn clone(&self) -> Self {
+        ServeConn {
+            serve: self.serve.clone(),
+        }
+    }
+}
+
+impl<L: Listener> fmt::Debug for ServeConn<L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServeConn").finish_non_exhaustive()
+    }
+}
+
+/// A listener's running accept loops (see [`Listener::spawn_accept_loops`]): a future that
+/// completes when they end, and how to stop them.
+pub struct AcceptLoops {
+    done: LoopsDone,
+    stop: Box<dyn FnOnce() + Send>,
+}
+
+/// Completes when a listener's accept loops have ended.
+pub(super) type LoopsDone = Pin<Box<dyn Future<Output = io::Result<()>> + Send>>;
+
+impl AcceptLoops {
+    /// `done` completes with the first accept error the loops could not handle, or `Ok(())`
+    /// once every loop has ended after `stop` was called. `stop` makes every loop stop
+    /// accepting and close its listening socket; connections being served go on.
+    pub fn new(
+        done: impl Future<Output = io::Result<()>> + Send + 'static,
+        stop: impl FnOnce() + Send + 'static,
+    ) -> AcceptLoops {
+        AcceptLoops {
+            done: Box::pin(done),
+            stop: Box::new(stop),
+        }
+    }
+
+    /// Splits into the completion future and the stop call.
+    pub(super) fn into_parts(self) -> (LoopsDone, Box<dyn FnOnce() + Send>) {
+        (self.done, self.stop)
+    }
+}
+
+impl fmt::Debug for AcceptLoops {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AcceptLoops").finish_non_exhaustive()
+    }
 }
 
 /// Logs an accept error that the listener could not handle itself, then pauses.
@@ -110,6 +204,18 @@ impl Listener for ShardedListener {
 
     fn local_addr(&self) -> io::Result<SocketAddr> {
         Ok(ShardedListener::local_addr(self))
+    }
+
+    /// One accept loop per worker; each connection is served on the worker that owns its NIC
+    /// receive queue (see [`ShardedListener::serve`]).
+    fn spawn_accept_loops(self, serve_conn: ServeConn<Self>) -> Result<AcceptLoops, Self> {
+        tracing::debug!(target: "weir::serve", addr = %ShardedListener::local_addr(&self), workers = self.num_listeners(), "serving (sharded)");
+        let serving = self.serve(move |stream: TcpStream, peer: SocketAddr| {
+            nodelay(&stream, &peer);
+            serve_conn.serve(stream, peer)
+        });
+        let stop = serving.stopper();
+        Ok(AcceptLoops::new(serving, stop))
     }
 }
 

@@ -57,13 +57,16 @@
 //!   `Connected<IncomingStream<'_, L>>` for your own connection-info type).
 //!
 //! Listeners: [`TcpListener`], [`ShardedListener`],
-//! [`UnixListener`], or your own type implementing [`Listener`].
+//! [`UnixListener`], or your own type implementing [`Listener`]. A listener is served by one
+//! accept loop calling [`Listener::accept`], unless it runs accept loops of its own
+//! ([`Listener::spawn_accept_loops`], as [`ShardedListener`] does, one per worker): then
+//! `serve` hands it a [`ServeConn`], and the listener decides on which worker each connection
+//! is served.
 
 mod conn;
 mod listener;
 mod service;
 
-use std::any::Any;
 use std::fmt;
 use std::future::{Future, IntoFuture};
 use std::io;
@@ -73,12 +76,11 @@ use std::task::{Context, Poll};
 
 #[doc(hidden)]
 pub use conn::{Conn, Serves};
-pub use listener::{IncomingStream, Listener};
+pub use listener::{AcceptLoops, IncomingStream, Listener, ServeConn};
 pub use service::{MakeService, marker};
 
-use crate::net::ShardedListener;
 #[cfg(doc)]
-use crate::net::{TcpListener, UnixListener};
+use crate::net::{ShardedListener, TcpListener, UnixListener};
 use crate::task::JoinHandle;
 
 /// Serves HTTP/1.1 and HTTP/2 on `listener` with `make_service`: an axum `Router`, a tower
@@ -256,21 +258,6 @@ where
         make_service,
         ..
     } = serve;
-    let mut listener = Some(listener);
-    let sharded = (&mut listener as &mut dyn Any)
-        .downcast_mut::<Option<ShardedListener>>()
-        .and_then(Option::take);
-    let task = match sharded {
-        Some(sharded) => crate::spawn(conn::serve_sharded::<L, M, K, F>(
-            sharded,
-            make_service,
-            signal,
-        )),
-        None => crate::spawn(conn::serve_loop(
-            listener.expect("not taken"),
-            make_service,
-            signal,
-        )),
-    };
+    let task = crate::spawn(conn::serve(listener, make_service, signal));
     ServeFuture { task }
 }

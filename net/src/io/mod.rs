@@ -20,12 +20,14 @@ mod owned;
 mod readiness;
 mod traits;
 
+#[cfg(any(feature = "tokio-io", feature = "hyper"))]
+pub(crate) use ops::poll_read_uninit;
+#[cfg(feature = "tokio-io")]
+pub(crate) use ops::read_ahead_or_uninit;
 pub(crate) use ops::{
     poll_read, poll_read_vectored, poll_write, poll_write_vectored, read_ahead_or, shutdown_write,
     stream_try_methods, try_read, try_read_vectored, try_write, try_write_vectored,
 };
-#[cfg(any(feature = "tokio-io", feature = "hyper"))]
-pub(crate) use ops::{poll_read_uninit, read_ahead_or_uninit};
 pub(crate) use owned::OwnedWrite;
 pub(crate) use readiness::{poll_ready, readiness_methods, ready};
 pub(crate) use traits::{StreamIo, fd_traits, half_methods, poll_shutdown, stream_io_impls};

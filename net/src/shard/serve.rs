@@ -192,6 +192,13 @@ impl Serving {
         }
     }
 
+    /// A call that stops every accept loop, as [`stop`](Self::stop) does, usable while the
+    /// `Serving` future itself is being awaited elsewhere.
+    pub fn stopper(&self) -> impl FnOnce() + Send + 'static {
+        let handles: Vec<_> = self.loops.iter().map(JoinHandle::abort_handle).collect();
+        move || handles.iter().for_each(|h| h.abort())
+    }
+
     /// A handle for reading statistics.
     pub fn stats_handle(&self) -> ShardStats {
         ShardStats {
