@@ -22,7 +22,6 @@
 //! which wakes that timer's task, and the timer re-arms on the reactor of the thread that polls
 //! it next.
 
-use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -109,18 +108,11 @@ struct DriverWaker {
     reactor: ReactorHandle,
 }
 
-thread_local! {
-    /// The address of the [`DriverWaker`] of the `block_on` running on this thread (0: none).
-    static BLOCKING_ON: Cell<usize> = const { Cell::new(0) };
-}
-
 impl DriverWaker {
     /// `true` on the thread blocked on this waker's future: it polls the future again before it
     /// waits, so it needs no unpark (and an unpark from inside its own wait would cost a write).
     fn on_owner_thread(&self) -> bool {
-        BLOCKING_ON
-            .try_with(|c| c.get() == std::ptr::from_ref(self) as usize)
-            .unwrap_or(false)
+        crate::context::blocking_on() == std::ptr::from_ref(self) as usize
     }
 }
 
@@ -130,13 +122,13 @@ struct BlockingOn(usize);
 impl BlockingOn {
     fn set(waker: &DriverWaker) -> BlockingOn {
         let addr = std::ptr::from_ref(waker) as usize;
-        BlockingOn(BLOCKING_ON.try_with(|c| c.replace(addr)).unwrap_or(0))
+        BlockingOn(crate::context::replace_blocking_on(addr))
     }
 }
 
 impl Drop for BlockingOn {
     fn drop(&mut self) {
-        let _ = BLOCKING_ON.try_with(|c| c.set(self.0));
+        crate::context::replace_blocking_on(self.0);
     }
 }
 

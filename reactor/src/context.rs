@@ -2,29 +2,55 @@
 //! ([`Driver::enter`], [`ReactorHandle::enter`]), looking it up ([`ReactorHandle::current`] and
 //! its variants), and the choice of the [fallback reactor](crate::fallback) when there is none.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::io;
 use std::marker::PhantomData;
 use std::sync::Arc;
+use std::task::Waker;
 
 use crate::driver::clock::Clock;
 use crate::driver::{Driver, ReactorHandle};
 use crate::fallback;
+use crate::sys::Event;
 
 struct Current {
     handle: ReactorHandle,
     owner: bool,
 }
 
-thread_local! {
-    /// The reactor that takes the timers armed on this thread, when it is not `CURRENT`: the
+/// The reactor crate's thread-local. Every access uses `try_with`: a runtime kept in a
+/// thread-local may shut down (and enter its reactors) while the thread exits, after this one
+/// has been destroyed. (The cooperative budget is the one other: `coop.rs` says why.)
+struct Context {
+    /// The reactor that takes the timers armed on this thread, when it is not `current`: the
     /// thread's own driver that it waits in while its I/O belongs to other reactors (the
     /// caller of a multi-thread runtime's `block_on`). This thread owns it.
-    static TIMER_HOME: RefCell<Option<ReactorHandle>> = const { RefCell::new(None) };
-    /// Every access uses `try_with`: a runtime kept in a thread-local may shut down (and enter
-    /// its reactors) while the thread exits, after this one has been destroyed.
-    static CURRENT: RefCell<Option<Current>> = const { RefCell::new(None) };
+    timer_home: RefCell<Option<ReactorHandle>>,
+    /// The reactor entered on this thread.
+    current: RefCell<Option<Current>>,
+    /// Reused buffers of [`ReactorHandle::steal_events`] (events, wakers), per stealing thread.
+    steal_buf: Cell<(Vec<Event>, Vec<Waker>)>,
+}
+
+thread_local! {
+    static CONTEXT: Context = const {
+        Context {
+            timer_home: RefCell::new(None),
+            current: RefCell::new(None),
+            steal_buf: Cell::new((Vec::new(), Vec::new())),
+        }
+    };
+}
+
+/// Takes this thread's steal buffers (fresh ones while the thread exits).
+pub(crate) fn take_steal_buf() -> (Vec<Event>, Vec<Waker>) {
+    CONTEXT.try_with(|c| c.steal_buf.take()).unwrap_or_default()
+}
+
+/// Gives the steal buffers back for the next steal on this thread.
+pub(crate) fn put_steal_buf(buf: (Vec<Event>, Vec<Waker>)) {
+    let _ = CONTEXT.try_with(|c| c.steal_buf.set(buf));
 }
 
 /// Restores the previously current reactor when dropped.
@@ -39,8 +65,8 @@ pub struct ReactorEnterGuard {
 /// Runs `f` with the clock of the current thread's reactor, if any.
 pub(crate) fn with_current_clock<R>(f: impl FnOnce(Option<&Clock>) -> R) -> R {
     let mut f = Some(f);
-    let r = CURRENT.try_with(|c| {
-        let current = c.borrow();
+    let r = CONTEXT.try_with(|c| {
+        let current = c.current.borrow();
         let f = f.take().expect("called once");
         f(current.as_ref().map(|c| &c.handle.inner.clock))
     });
@@ -52,7 +78,7 @@ pub(crate) fn with_current_clock<R>(f: impl FnOnce(Option<&Clock>) -> R) -> R {
 }
 
 fn enter(handle: ReactorHandle, owner: bool) -> ReactorEnterGuard {
-    match CURRENT.try_with(|c| c.replace(Some(Current { handle, owner }))) {
+    match CONTEXT.try_with(|c| c.current.replace(Some(Current { handle, owner }))) {
         Ok(prev) => ReactorEnterGuard {
             prev,
             entered: true,
@@ -73,7 +99,7 @@ impl Drop for ReactorEnterGuard {
         }
         let prev = self.prev.take();
         // Replaced, then dropped outside the borrow (a last handle's destructor may look here).
-        let entered = CURRENT.try_with(|c| c.replace(prev));
+        let entered = CONTEXT.try_with(|c| c.current.replace(prev));
         drop(entered);
     }
 }
@@ -101,7 +127,7 @@ impl Driver {
     /// task that outlives the wait) is not lost: dropping the driver shuts it down, which wakes
     /// the timer's task, and the timer re-arms on the reactor of the thread that polls it.
     pub fn enter_timers(&self) -> TimerHomeGuard {
-        match TIMER_HOME.try_with(|c| c.replace(Some(self.handle().clone()))) {
+        match CONTEXT.try_with(|c| c.timer_home.replace(Some(self.handle().clone()))) {
             Ok(prev) => TimerHomeGuard {
                 prev,
                 entered: true,
@@ -130,7 +156,7 @@ impl Drop for TimerHomeGuard {
             return;
         }
         let prev = self.prev.take();
-        let replaced = TIMER_HOME.try_with(|c| c.replace(prev));
+        let replaced = CONTEXT.try_with(|c| c.timer_home.replace(prev));
         drop(replaced);
     }
 }
@@ -160,11 +186,20 @@ impl ReactorHandle {
     /// The reactor of the current thread and whether this thread owns it, in one lookup.
     /// Outside a runtime, the [fallback reactor](crate::fallback) (never the owner).
     pub(crate) fn current_for_timer() -> (ReactorHandle, bool) {
-        if let Some(home) = TIMER_HOME.try_with(|c| c.borrow().clone()).ok().flatten() {
+        if let Some(home) = CONTEXT
+            .try_with(|c| c.timer_home.borrow().clone())
+            .ok()
+            .flatten()
+        {
             return (home, true);
         }
-        let found = CURRENT
-            .try_with(|c| c.borrow().as_ref().map(|c| (c.handle.clone(), c.owner)))
+        let found = CONTEXT
+            .try_with(|c| {
+                c.current
+                    .borrow()
+                    .as_ref()
+                    .map(|c| (c.handle.clone(), c.owner))
+            })
             .ok()
             .flatten();
         match found {
@@ -190,8 +225,8 @@ impl ReactorHandle {
 
     /// The reactor of the current thread, if any.
     pub fn try_current() -> Option<ReactorHandle> {
-        CURRENT
-            .try_with(|c| c.borrow().as_ref().map(|c| c.handle.clone()))
+        CONTEXT
+            .try_with(|c| c.current.borrow().as_ref().map(|c| c.handle.clone()))
             .ok()
             .flatten()
     }
@@ -203,9 +238,10 @@ impl ReactorHandle {
 
     /// `true` if the current thread owns this reactor (entered through [`Driver::enter`]).
     pub fn is_owned_by_current_thread(&self) -> bool {
-        CURRENT
+        CONTEXT
             .try_with(|c| {
-                c.borrow()
+                c.current
+                    .borrow()
                     .as_ref()
                     .is_some_and(|c| c.owner && Arc::ptr_eq(&c.handle.inner, &self.inner))
             })

@@ -1,4 +1,3 @@
-use std::cell::Cell;
 use std::fmt;
 use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -27,10 +26,6 @@ impl fmt::Display for Id {
     }
 }
 
-thread_local! {
-    static CURRENT: Cell<Option<Id>> = const { Cell::new(None) };
-}
-
 /// Restores the previous current id when dropped (shutdown paths may run while the thread
 /// exits: every access uses `try_with`).
 pub(crate) struct ResetId(Option<Id>);
@@ -38,17 +33,17 @@ pub(crate) struct ResetId(Option<Id>);
 impl Drop for ResetId {
     fn drop(&mut self) {
         let prev = self.0;
-        let _ = CURRENT.try_with(|c| c.set(prev));
+        crate::context::replace_task_id(prev);
     }
 }
 
 pub(crate) fn set_current(id: Id) -> ResetId {
-    ResetId(CURRENT.try_with(|c| c.replace(Some(id))).unwrap_or(None))
+    ResetId(crate::context::replace_task_id(Some(id)))
 }
 
 /// No task is current until the guard drops (a worker loop run from a blocking-pool task).
 pub(crate) fn set_none() -> ResetId {
-    ResetId(CURRENT.try_with(|c| c.replace(None)).unwrap_or(None))
+    ResetId(crate::context::replace_task_id(None))
 }
 
 /// The id of the task being polled.
@@ -62,5 +57,5 @@ pub fn id() -> Id {
 
 /// The id of the task being polled, or `None` outside a task.
 pub fn try_id() -> Option<Id> {
-    CURRENT.try_with(|c| c.get()).unwrap_or(None)
+    crate::context::task_id()
 }
