@@ -243,14 +243,19 @@ impl CompatRuntime {
     }
 }
 
+#[cfg(feature = "tokio-compat")]
+thread_local! {
+    /// A guard taken from a full tokio budget on this thread: dropping it refills the budget.
+    static FULL: std::cell::Cell<Option<tokio::task::coop::RestoreOnPending>> =
+        const { std::cell::Cell::new(None) };
+}
+
 /// Fills tokio's cooperative budget of this thread for the poll that follows (see the
 /// module docs).
 #[cfg(feature = "tokio-compat")]
 pub(crate) fn fresh_tokio_budget() {
     use std::task::{Context, Poll, Waker};
-    // The guard lives in the thread's context: dropping it puts back the full budget it was
-    // taken from.
-    let _ = crate::context::with_tokio_budget(|full| {
+    let _ = FULL.try_with(|full| {
         match full.take() {
             // Puts back the full budget it was taken from.
             Some(guard) => drop(guard),
@@ -275,7 +280,7 @@ fn first_full_budget() {
     let local = tokio::task::LocalSet::new();
     local.spawn_local(poll_fn(|cx| {
         if let Poll::Ready(guard) = tokio::task::coop::poll_proceed(cx) {
-            crate::context::with_tokio_budget(|full| full.set(Some(guard)));
+            FULL.set(Some(guard));
         }
         Poll::Ready(())
     }));
@@ -285,5 +290,5 @@ fn first_full_budget() {
         let _ = run.as_mut().poll(&mut Context::from_waker(Waker::noop()));
     }
     drop(local);
-    drop(crate::context::with_tokio_budget(std::cell::Cell::take));
+    drop(FULL.take());
 }

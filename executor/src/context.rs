@@ -5,9 +5,12 @@
 //! * whether it is driving async code right now (a worker, or inside `block_on`), where
 //!   blocking on a runtime would stall it;
 //! * the worker it runs, if any ([`WorkerCx`]): where tasks it wakes or spawns are queued;
-//! * the id of the task being polled (`task_core/id.rs` sets and reads it);
-//! * the `block_on` blocked on this thread, if any (`block_on.rs`);
-//! * with tokio compatibility, a guard that refills tokio's cooperative budget (`compat.rs`).
+//! * the `block_on` blocked on this thread, if any (`block_on.rs`).
+//!
+//! Two thread-locals live below this module instead, since what they serve is imported by it
+//! (a field here would make the layers import each other): the id of the task being polled,
+//! kept by the task machinery (`task_core/id.rs`), and with tokio compatibility the guard that
+//! refills tokio's budget (`compat.rs`).
 //!
 //! Everything here may run while the thread exits, after this thread-local has been destroyed
 //! (a runtime kept in a `thread_local!` shuts down from that thread-local's destructor): every
@@ -23,7 +26,6 @@ use std::thread::ThreadId;
 
 use crate::compat::CompatGuard;
 use crate::shared::{Core, Queues, Shared};
-use crate::task_core::Id;
 
 struct Context {
     /// The runtime `spawn` and `Handle::current` use.
@@ -38,13 +40,8 @@ struct Context {
     /// drop (or a hand-over's [`clear_worker`] and [`restore_worker`]), which bracket the
     /// lifetime of the [`WorkerCx`] on the worker loop's stack frame on this thread.
     worker: Cell<*const WorkerCx>,
-    /// The task being polled on this thread.
-    task_id: Cell<Option<Id>>,
     /// The address of the waker of the `block_on` running on this thread (0: none).
     blocking_on: Cell<usize>,
-    /// A guard taken from a full tokio budget on this thread: dropping it refills the budget.
-    #[cfg(feature = "tokio-compat")]
-    tokio_budget: Cell<Option<tokio::task::coop::RestoreOnPending>>,
 }
 
 thread_local! {
@@ -54,10 +51,7 @@ thread_local! {
             depth: Cell::new(0),
             in_runtime: Cell::new(false),
             worker: Cell::new(ptr::null()),
-            task_id: Cell::new(None),
             blocking_on: Cell::new(0),
-            #[cfg(feature = "tokio-compat")]
-            tokio_budget: Cell::new(None),
         }
     };
 }
@@ -275,17 +269,6 @@ pub(crate) fn restore_worker(cx: &WorkerCx) {
     let _ = CONTEXT.try_with(|c| c.worker.set(cx));
 }
 
-/// Makes `id` the current task's id; returns the previous one. `None` once the context is
-/// destroyed (the thread is exiting).
-pub(crate) fn replace_task_id(id: Option<Id>) -> Option<Id> {
-    CONTEXT.try_with(|c| c.task_id.replace(id)).unwrap_or(None)
-}
-
-/// The id of the task being polled on this thread.
-pub(crate) fn task_id() -> Option<Id> {
-    CONTEXT.try_with(|c| c.task_id.get()).unwrap_or(None)
-}
-
 /// Records the `block_on` waker (by address, 0: none) this thread blocks on; returns the
 /// previous one.
 pub(crate) fn replace_blocking_on(addr: usize) -> usize {
@@ -297,12 +280,4 @@ pub(crate) fn replace_blocking_on(addr: usize) -> usize {
 /// The address of the `block_on` waker this thread blocks on (0: none).
 pub(crate) fn blocking_on() -> usize {
     CONTEXT.try_with(|c| c.blocking_on.get()).unwrap_or(0)
-}
-
-/// Runs `f` with this thread's tokio budget guard slot; `None` once the context is destroyed.
-#[cfg(feature = "tokio-compat")]
-pub(crate) fn with_tokio_budget<R>(
-    f: impl FnOnce(&Cell<Option<tokio::task::coop::RestoreOnPending>>) -> R,
-) -> Option<R> {
-    CONTEXT.try_with(|c| f(&c.tokio_budget)).ok()
 }

@@ -2,26 +2,25 @@
 //! ([`Driver::enter`], [`ReactorHandle::enter`]), looking it up ([`ReactorHandle::current`] and
 //! its variants), and the choice of the [fallback reactor](crate::fallback) when there is none.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::fmt;
 use std::io;
 use std::marker::PhantomData;
 use std::sync::Arc;
-use std::task::Waker;
 
 use crate::driver::clock::Clock;
 use crate::driver::{Driver, ReactorHandle};
 use crate::fallback;
-use crate::sys::Event;
 
 struct Current {
     handle: ReactorHandle,
     owner: bool,
 }
 
-/// The reactor crate's thread-local. Every access uses `try_with`: a runtime kept in a
+/// The reactor crate's thread-local context. Every access uses `try_with`: a runtime kept in a
 /// thread-local may shut down (and enter its reactors) while the thread exits, after this one
-/// has been destroyed. (The cooperative budget is the one other: `coop.rs` says why.)
+/// has been destroyed. Two others live apart: the cooperative budget (`coop.rs` says why) and
+/// the steal buffers of `driver/steal.rs` (the driver is below this module, which imports it).
 struct Context {
     /// The reactor that takes the timers armed on this thread, when it is not `current`: the
     /// thread's own driver that it waits in while its I/O belongs to other reactors (the
@@ -29,8 +28,6 @@ struct Context {
     timer_home: RefCell<Option<ReactorHandle>>,
     /// The reactor entered on this thread.
     current: RefCell<Option<Current>>,
-    /// Reused buffers of [`ReactorHandle::steal_events`] (events, wakers), per stealing thread.
-    steal_buf: Cell<(Vec<Event>, Vec<Waker>)>,
 }
 
 thread_local! {
@@ -38,19 +35,8 @@ thread_local! {
         Context {
             timer_home: RefCell::new(None),
             current: RefCell::new(None),
-            steal_buf: Cell::new((Vec::new(), Vec::new())),
         }
     };
-}
-
-/// Takes this thread's steal buffers (fresh ones while the thread exits).
-pub(crate) fn take_steal_buf() -> (Vec<Event>, Vec<Waker>) {
-    CONTEXT.try_with(|c| c.steal_buf.take()).unwrap_or_default()
-}
-
-/// Gives the steal buffers back for the next steal on this thread.
-pub(crate) fn put_steal_buf(buf: (Vec<Event>, Vec<Waker>)) {
-    let _ = CONTEXT.try_with(|c| c.steal_buf.set(buf));
 }
 
 /// Restores the previously current reactor when dropped.

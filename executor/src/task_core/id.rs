@@ -1,3 +1,4 @@
+use std::cell::Cell;
 use std::fmt;
 use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -26,6 +27,10 @@ impl fmt::Display for Id {
     }
 }
 
+thread_local! {
+    static CURRENT: Cell<Option<Id>> = const { Cell::new(None) };
+}
+
 /// Restores the previous current id when dropped (shutdown paths may run while the thread
 /// exits: every access uses `try_with`).
 pub(crate) struct ResetId(Option<Id>);
@@ -33,17 +38,17 @@ pub(crate) struct ResetId(Option<Id>);
 impl Drop for ResetId {
     fn drop(&mut self) {
         let prev = self.0;
-        crate::context::replace_task_id(prev);
+        let _ = CURRENT.try_with(|c| c.set(prev));
     }
 }
 
 pub(crate) fn set_current(id: Id) -> ResetId {
-    ResetId(crate::context::replace_task_id(Some(id)))
+    ResetId(CURRENT.try_with(|c| c.replace(Some(id))).unwrap_or(None))
 }
 
 /// No task is current until the guard drops (a worker loop run from a blocking-pool task).
 pub(crate) fn set_none() -> ResetId {
-    ResetId(crate::context::replace_task_id(None))
+    ResetId(CURRENT.try_with(|c| c.replace(None)).unwrap_or(None))
 }
 
 /// The id of the task being polled.
@@ -57,5 +62,5 @@ pub fn id() -> Id {
 
 /// The id of the task being polled, or `None` outside a task.
 pub fn try_id() -> Option<Id> {
-    crate::context::task_id()
+    CURRENT.try_with(|c| c.get()).unwrap_or(None)
 }

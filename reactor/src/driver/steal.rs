@@ -9,6 +9,13 @@ use std::task::Waker;
 use std::time::Duration;
 
 use super::{ReactorHandle, timer_queue};
+use crate::sys::Event;
+
+thread_local! {
+    /// Reused buffers of [`ReactorHandle::steal_events`] (events, wakers), per stealing thread.
+    static STEAL_BUF: std::cell::Cell<(Vec<Event>, Vec<Waker>)> =
+        const { std::cell::Cell::new((Vec::new(), Vec::new())) };
+}
 
 impl ReactorHandle {
     /// I/O stealing: when this reactor's owner is not blocked in it (it is running tasks, or
@@ -43,7 +50,7 @@ impl ReactorHandle {
             }
         }
         // Fresh buffers while the thread exits (its thread-locals are gone).
-        let (mut events, mut wake) = crate::context::take_steal_buf();
+        let (mut events, mut wake) = STEAL_BUF.try_with(|cell| cell.take()).unwrap_or_default();
         events.clear();
         let res = inner.registry.steal(&mut events, 64);
         let mut io_events = 0u64;
@@ -58,7 +65,7 @@ impl ReactorHandle {
         inner.metrics.events_stolen.add_shared(io_events);
         let n = wake.len();
         wake.drain(..).for_each(Waker::wake);
-        crate::context::put_steal_buf((events, wake));
+        let _ = STEAL_BUF.try_with(|cell| cell.set((events, wake)));
         res.map(|_| n)
     }
 }
