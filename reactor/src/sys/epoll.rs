@@ -194,6 +194,11 @@ impl super::Selector for Selector {
         self.pwait2
     }
 
+    /// The epoll instance: readable while it has events.
+    fn nest_fd(&self, registry: &Registry) -> Option<RawFd> {
+        Some(registry.epoll_fd())
+    }
+
     fn select(
         &mut self,
         registry: &Registry,

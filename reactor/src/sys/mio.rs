@@ -106,6 +106,11 @@ impl super::Selector for Selector {
         false
     }
 
+    /// mio's poll fd: readable while it has events.
+    fn nest_fd(&self, _registry: &Registry) -> Option<std::os::fd::RawFd> {
+        Some(self.poll_fd())
+    }
+
     /// Appends up to `max - out.len()` events. mio's buffer has a fixed capacity of `max`; when
     /// less room is left (the collecting poll of a min_wait window), the surplus is still
     /// appended rather than lost, since edge-triggered events are not reported twice.

@@ -6,10 +6,12 @@
 //! module: the shared half [`Registry`] and the owner's half [`Selector`]. The traits are the
 //! contract; the compiler checks that every backend meets it. The driver holds the closed set
 //! of backends in two enums, [`AnyRegistry`] and [`AnySelector`], whose methods are one `match`
-//! each and call the traits: the set is known, so the dispatch is a predictable branch, not a
-//! virtual call.
+//! each (written by one macro, `dispatch!`) and call the traits: the set is known, so the
+//! dispatch is a predictable branch, not a virtual call. Every capability the driver relies on
+//! is a trait method, with a default where a backend may lack it.
 //!
-//! Nothing above this module names an OS call. The min_wait window is built on
+//! Nothing above this module names an OS call; the few this file's backends share live in
+//! their own files (`eventfd.rs`). The min_wait window is built on
 //! [`Selector::select`] in one place for every backend without native support
 //! ([`crate::min_wait`]).
 //!
@@ -25,14 +27,16 @@
 //!    the driver does not ask for:
 //!    - no `precise_timeouts`: timers may fire up to the backend's granularity late, never early;
 //!    - no `native_min_wait`: the window is built on `select` by [`crate::min_wait`]. A backend
-//!      that sets it provides a batching wait (`select_window`) and says at run time whether
-//!      the kernel has it (`native_window`); both are wired into [`crate::min_wait`] through
-//!      [`AnySelector`];
+//!      that sets it overrides [`Selector::select_window`] (a batching wait) and
+//!      [`Selector::native_window`] (whether the kernel has it, at run time);
+//!    - a backend that can be waited on from inside another event loop overrides
+//!      [`Selector::nest_fd`]; one whose selector must be prepared before it moves to another
+//!      thread overrides [`Selector::leave_thread`];
 //!    - no `remote_registration`: the backend cannot serve a multi-worker runtime, whose
 //!      threads register fds on each other's reactors;
 //!    - no `stealing`: idle workers leave this reactor's events to its owner.
 //! 3. A variant in [`Backend`](crate::Backend), [`AnyRegistry`] and [`AnySelector`], and an arm
-//!    in each of their `match`es (the compiler lists the ones missing).
+//!    in `dispatch!` and in [`new`].
 //! 4. The tests that run on each backend: the reactor's `tests/` and the integration tests'
 //!    list of backends (`integration/tests/common`).
 //!
@@ -51,49 +55,15 @@ use crate::{Interest, Ready};
 pub(crate) mod choice;
 #[cfg(target_os = "linux")]
 mod epoll;
+#[cfg(target_os = "linux")]
+mod eventfd;
 mod mio;
 pub(crate) mod probe;
 #[cfg(target_os = "linux")]
 pub(crate) mod uring;
 
-/// Adds one to an eventfd's counter: the wake-up of the epoll and io_uring backends, whose
-/// waits watch the eventfd edge-triggered (every write is a new edge, so the counter is never
-/// read back on the hot path). Only when it is about to overflow (`EAGAIN`, after 2^64-2
-/// writes) is it drained. `EINTR` is retried.
 #[cfg(target_os = "linux")]
-pub(crate) fn signal_eventfd(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let one: u64 = 1;
-    loop {
-        // SAFETY: writes 8 bytes from a live u64 to `fd`, an open eventfd the caller borrows.
-        let n = unsafe {
-            libc::write(
-                fd.as_raw_fd(),
-                (&one as *const u64).cast(),
-                std::mem::size_of::<u64>(),
-            )
-        };
-        if n >= 0 {
-            return Ok(());
-        }
-        let err = io::Error::last_os_error();
-        match err.kind() {
-            io::ErrorKind::Interrupted => continue,
-            io::ErrorKind::WouldBlock => {
-                let mut drain: u64 = 0;
-                // SAFETY: reads 8 bytes into a live u64 from the same open eventfd.
-                unsafe {
-                    libc::read(
-                        fd.as_raw_fd(),
-                        (&mut drain as *mut u64).cast(),
-                        std::mem::size_of::<u64>(),
-                    )
-                };
-            }
-            _ => return Err(err),
-        }
-    }
-}
+pub(crate) use eventfd::signal_eventfd;
 
 /// The token reserved for the wake handle's events.
 pub(crate) const WAKE_TOKEN: u64 = u64::MAX;
@@ -215,6 +185,79 @@ pub(crate) trait Selector: Send + Sized {
 
     /// `true` if `select` honours sub-millisecond timeouts right now.
     fn precise(&self) -> bool;
+
+    /// An fd that polls readable when this backend has something to deliver, for a reactor
+    /// waited on from inside another event loop (nesting). `None` (the default) where the
+    /// backend cannot be nested.
+    fn nest_fd(&self, _registry: &Self::Registry) -> Option<RawFd> {
+        None
+    }
+
+    /// `true` if the backend holds min_wait windows itself right now: then
+    /// [`select_window`](Self::select_window) is the wait. Only a backend with
+    /// [`Capabilities::native_min_wait`] may say so.
+    fn native_window(&self) -> bool {
+        false
+    }
+
+    /// A blocking wait whose min_wait `window` the kernel holds (see [`crate::min_wait`]); only
+    /// called when [`native_window`](Self::native_window) is `true`. The default is a plain
+    /// [`select`](Self::select).
+    fn select_window(
+        &mut self,
+        registry: &Self::Registry,
+        out: &mut Vec<Event>,
+        max: usize,
+        timeout: Option<Duration>,
+        _window: Duration,
+    ) -> io::Result<usize> {
+        self.select(registry, out, max, timeout)
+    }
+
+    /// Prepares the selector to be used on another thread. Most backends have nothing to do
+    /// (the default).
+    fn leave_thread(&mut self, _registry: &Self::Registry) -> io::Result<()> {
+        Ok(())
+    }
+
+    /// Test hook: makes the kernel end every armed request, which must be re-armed (as a CQ
+    /// overflow may). `false` (the default) where the backend has no such requests.
+    #[cfg(feature = "test-hooks")]
+    fn terminate_polls(&mut self) -> bool {
+        false
+    }
+
+    /// Test introspection of an io_uring backend. `None` (the default) elsewhere.
+    #[cfg(all(feature = "test-hooks", target_os = "linux"))]
+    fn uring_debug_info(&self) -> Option<uring::UringDebug> {
+        None
+    }
+}
+
+/// One `match` over the backends, with the `cfg` of each arm written once: binds the backend's
+/// half (`&`/`&mut` as `$value` is) to `$b` and evaluates `$call` with it. With two values,
+/// matches a selector with its registry (they always come from the same backend).
+macro_rules! dispatch {
+    ($Enum:ident, $value:expr, |$b:ident| $call:expr) => {
+        match $value {
+            #[cfg(target_os = "linux")]
+            $Enum::Epoll($b) => $call,
+            $Enum::Mio($b) => $call,
+            #[cfg(target_os = "linux")]
+            $Enum::IoUring($b) => $call,
+        }
+    };
+    ($selector:expr, $registry:expr, |$s:ident, $r:ident| $call:expr) => {
+        match ($selector, $registry) {
+            #[cfg(target_os = "linux")]
+            (AnySelector::Epoll($s), AnyRegistry::Epoll($r)) => $call,
+            (AnySelector::Mio($s), AnyRegistry::Mio($r)) => $call,
+            #[cfg(target_os = "linux")]
+            (AnySelector::IoUring($s), AnyRegistry::IoUring($r)) => $call,
+            #[allow(unreachable_patterns)]
+            _ => unreachable!("selector and registry come from the same backend"),
+        }
+    };
 }
 
 /// The shared half of whichever backend a reactor was built with.
@@ -231,9 +274,8 @@ pub(crate) enum AnySelector {
     #[cfg(target_os = "linux")]
     Epoll(epoll::Selector),
     Mio(mio::Selector),
-    /// Boxed: the ring's state is large, and the enum is moved with its driver.
     #[cfg(target_os = "linux")]
-    IoUring(Box<uring::Selector>),
+    IoUring(uring::Selector),
 }
 
 /// Builds a backend: the selector and the shared registry (with its wake handle registered).
@@ -256,7 +298,7 @@ pub(crate) fn new(cfg: &SysConfig) -> io::Result<(AnySelector, AnyRegistry)> {
         #[cfg(target_os = "linux")]
         Backend::IoUring => {
             let (s, r) = <uring::Selector as Selector>::new(cfg)?;
-            Ok((AnySelector::IoUring(Box::new(s)), AnyRegistry::IoUring(r)))
+            Ok((AnySelector::IoUring(s), AnyRegistry::IoUring(r)))
         }
         #[cfg(not(target_os = "linux"))]
         Backend::IoUring => Err(io::Error::new(
@@ -272,13 +314,7 @@ pub(crate) fn new(cfg: &SysConfig) -> io::Result<(AnySelector, AnyRegistry)> {
 
 impl AnyRegistry {
     pub(crate) fn register(&self, fd: RawFd, token: u64, interest: Interest) -> io::Result<()> {
-        match self {
-            #[cfg(target_os = "linux")]
-            AnyRegistry::Epoll(r) => Registry::register(r, fd, token, interest),
-            AnyRegistry::Mio(r) => Registry::register(r, fd, token, interest),
-            #[cfg(target_os = "linux")]
-            AnyRegistry::IoUring(r) => Registry::register(r, fd, token, interest),
-        }
+        dispatch!(AnyRegistry, self, |r| r.register(fd, token, interest))
     }
 
     pub(crate) fn register_ahead(
@@ -288,83 +324,45 @@ impl AnyRegistry {
         interest: Interest,
         kind: SourceKind,
     ) -> io::Result<Ahead> {
-        match self {
-            #[cfg(target_os = "linux")]
-            AnyRegistry::Epoll(r) => Registry::register_ahead(r, fd, token, interest, kind),
-            AnyRegistry::Mio(r) => Registry::register_ahead(r, fd, token, interest, kind),
-            #[cfg(target_os = "linux")]
-            AnyRegistry::IoUring(r) => Registry::register_ahead(r, fd, token, interest, kind),
-        }
+        dispatch!(AnyRegistry, self, |r| r
+            .register_ahead(fd, token, interest, kind))
     }
 
     pub(crate) fn resume_ahead(&self, fd: RawFd) {
-        match self {
-            #[cfg(target_os = "linux")]
-            AnyRegistry::Epoll(r) => Registry::resume_ahead(r, fd),
-            AnyRegistry::Mio(r) => Registry::resume_ahead(r, fd),
-            #[cfg(target_os = "linux")]
-            AnyRegistry::IoUring(r) => Registry::resume_ahead(r, fd),
-        }
+        dispatch!(AnyRegistry, self, |r| r.resume_ahead(fd))
     }
 
     pub(crate) fn reregister(&self, fd: RawFd, token: u64, interest: Interest) -> io::Result<()> {
-        match self {
-            #[cfg(target_os = "linux")]
-            AnyRegistry::Epoll(r) => Registry::reregister(r, fd, token, interest),
-            AnyRegistry::Mio(r) => Registry::reregister(r, fd, token, interest),
-            #[cfg(target_os = "linux")]
-            AnyRegistry::IoUring(r) => Registry::reregister(r, fd, token, interest),
-        }
+        dispatch!(AnyRegistry, self, |r| r.reregister(fd, token, interest))
     }
 
     pub(crate) fn deregister(&self, fd: RawFd) -> io::Result<()> {
-        match self {
-            #[cfg(target_os = "linux")]
-            AnyRegistry::Epoll(r) => Registry::deregister(r, fd),
-            AnyRegistry::Mio(r) => Registry::deregister(r, fd),
-            #[cfg(target_os = "linux")]
-            AnyRegistry::IoUring(r) => Registry::deregister(r, fd),
-        }
+        dispatch!(AnyRegistry, self, |r| r.deregister(fd))
     }
 
     pub(crate) fn detach(&self, fd: RawFd) -> io::Result<()> {
-        match self {
-            #[cfg(target_os = "linux")]
-            AnyRegistry::Epoll(r) => Registry::detach(r, fd),
-            AnyRegistry::Mio(r) => Registry::detach(r, fd),
-            #[cfg(target_os = "linux")]
-            AnyRegistry::IoUring(r) => Registry::detach(r, fd),
-        }
+        dispatch!(AnyRegistry, self, |r| r.detach(fd))
     }
 
     pub(crate) fn wake(&self) -> io::Result<()> {
-        match self {
-            #[cfg(target_os = "linux")]
-            AnyRegistry::Epoll(r) => Registry::wake(r),
-            AnyRegistry::Mio(r) => Registry::wake(r),
-            #[cfg(target_os = "linux")]
-            AnyRegistry::IoUring(r) => Registry::wake(r),
-        }
+        dispatch!(AnyRegistry, self, |r| r.wake())
     }
 
     pub(crate) fn steal(&self, out: &mut Vec<Event>, max: usize) -> io::Result<usize> {
-        match self {
-            #[cfg(target_os = "linux")]
-            AnyRegistry::Epoll(r) => Registry::steal(r, out, max),
-            AnyRegistry::Mio(r) => Registry::steal(r, out, max),
-            #[cfg(target_os = "linux")]
-            AnyRegistry::IoUring(r) => Registry::steal(r, out, max),
-        }
+        dispatch!(AnyRegistry, self, |r| r.steal(out, max))
     }
 
     /// The capabilities of this registry's backend.
     pub(crate) fn capabilities(&self) -> Capabilities {
+        fn of<S: Selector>(_: &S::Registry) -> Capabilities {
+            S::CAPABILITIES
+        }
         match self {
             #[cfg(target_os = "linux")]
-            AnyRegistry::Epoll(_) => <epoll::Selector as Selector>::CAPABILITIES,
-            AnyRegistry::Mio(_) => <mio::Selector as Selector>::CAPABILITIES,
+            AnyRegistry::Epoll(r) => of::<epoll::Selector>(r),
+            AnyRegistry::Mio(r) => of::<mio::Selector>(r),
             #[cfg(target_os = "linux")]
-            AnyRegistry::IoUring(_) => <uring::Selector as Selector>::CAPABILITIES,
+            AnyRegistry::IoUring(r) => of::<uring::Selector>(r),
         }
     }
 
@@ -396,56 +394,27 @@ impl AnySelector {
         max: usize,
         timeout: Option<Duration>,
     ) -> io::Result<usize> {
-        match (self, registry) {
-            #[cfg(target_os = "linux")]
-            (AnySelector::Epoll(s), AnyRegistry::Epoll(r)) => {
-                Selector::select(s, r, out, max, timeout)
-            }
-            (AnySelector::Mio(s), AnyRegistry::Mio(r)) => Selector::select(s, r, out, max, timeout),
-            #[cfg(target_os = "linux")]
-            (AnySelector::IoUring(s), AnyRegistry::IoUring(r)) => {
-                Selector::select(&mut **s, r, out, max, timeout)
-            }
-            #[allow(unreachable_patterns)]
-            _ => unreachable!("selector and registry come from the same backend"),
-        }
+        dispatch!(self, registry, |s, r| Selector::select(
+            s, r, out, max, timeout
+        ))
     }
 
     /// `true` if timeouts are honoured at sub-millisecond precision.
     pub(crate) fn precise(&self) -> bool {
-        match self {
-            #[cfg(target_os = "linux")]
-            AnySelector::Epoll(s) => Selector::precise(s),
-            AnySelector::Mio(s) => Selector::precise(s),
-            #[cfg(target_os = "linux")]
-            AnySelector::IoUring(s) => Selector::precise(&**s),
-        }
+        dispatch!(AnySelector, self, |s| Selector::precise(s))
     }
 
-    /// An fd that polls readable when this backend has something to deliver, for a reactor
-    /// waited on from inside another event loop (nesting): the epoll instance, or mio's poll
-    /// fd. `None` where the backend cannot be nested (io_uring).
-    pub(crate) fn nest_fd(&self, registry: &AnyRegistry) -> Option<std::os::fd::RawFd> {
-        match (self, registry) {
-            #[cfg(target_os = "linux")]
-            (AnySelector::Epoll(_), AnyRegistry::Epoll(r)) => Some(r.epoll_fd()),
-            (AnySelector::Mio(s), _) => Some(s.poll_fd()),
-            _ => None,
-        }
+    /// See [`Selector::nest_fd`]: the epoll instance, or mio's poll fd; `None` for io_uring.
+    pub(crate) fn nest_fd(&self, registry: &AnyRegistry) -> Option<RawFd> {
+        dispatch!(self, registry, |s, r| Selector::nest_fd(s, r))
     }
 
-    /// `true` if the backend holds min_wait windows itself right now (io_uring on a kernel
-    /// with `IORING_FEAT_MIN_TIMEOUT`); then [`select_window`](Self::select_window) is the wait.
+    /// See [`Selector::native_window`] (io_uring on a kernel with `IORING_FEAT_MIN_TIMEOUT`).
     pub(crate) fn native_window(&self) -> bool {
-        match self {
-            #[cfg(target_os = "linux")]
-            AnySelector::IoUring(s) => s.native_window(),
-            _ => false,
-        }
+        dispatch!(AnySelector, self, |s| Selector::native_window(s))
     }
 
-    /// A blocking wait whose min_wait `window` the kernel holds (see [`crate::min_wait`]).
-    /// Only called when [`native_window`](Self::native_window) is `true`.
+    /// See [`Selector::select_window`].
     pub(crate) fn select_window(
         &mut self,
         registry: &AnyRegistry,
@@ -454,53 +423,32 @@ impl AnySelector {
         timeout: Option<Duration>,
         window: Duration,
     ) -> io::Result<usize> {
-        match (self, registry) {
-            #[cfg(target_os = "linux")]
-            (AnySelector::IoUring(s), AnyRegistry::IoUring(r)) => {
-                s.select_window(r, out, max, timeout, window)
-            }
-            (s, r) => s.select(r, out, max, timeout),
-        }
+        dispatch!(self, registry, |s, r| Selector::select_window(
+            s, r, out, max, timeout, window
+        ))
     }
 
-    /// Prepares the selector to be used on another thread (io_uring: see
-    /// `uring::Selector::leave_thread`); other backends have nothing to do.
+    /// See [`Selector::leave_thread`] (io_uring: `uring::Selector::leave_thread`).
     pub(crate) fn leave_thread(&mut self, registry: &AnyRegistry) -> io::Result<()> {
-        match (self, registry) {
-            #[cfg(target_os = "linux")]
-            (AnySelector::IoUring(s), AnyRegistry::IoUring(r)) => s.leave_thread(r),
-            _ => Ok(()),
-        }
+        dispatch!(self, registry, |s, r| Selector::leave_thread(s, r))
     }
 
-    /// Test hook (io_uring): makes the kernel end every armed poll, which must be re-armed.
-    /// `false` on other backends.
+    /// See [`Selector::terminate_polls`].
     #[cfg(feature = "test-hooks")]
     pub(crate) fn terminate_polls(&mut self) -> bool {
-        match self {
-            #[cfg(target_os = "linux")]
-            AnySelector::IoUring(s) => {
-                s.terminate_polls();
-                true
-            }
-            _ => false,
-        }
+        dispatch!(AnySelector, self, |s| Selector::terminate_polls(s))
     }
 
-    /// Test introspection (io_uring): the ring's fd and the poll slots in use.
+    /// See [`Selector::uring_debug_info`].
     #[cfg(all(feature = "test-hooks", target_os = "linux"))]
     pub(crate) fn uring_debug_info(&self) -> Option<uring::UringDebug> {
-        match self {
-            #[cfg(target_os = "linux")]
-            AnySelector::IoUring(s) => Some(s.debug_info()),
-            _ => None,
-        }
+        dispatch!(AnySelector, self, |s| Selector::uring_debug_info(s))
     }
 }
 
 /// The driver builds min_wait windows on `select` ([`crate::min_wait`]) except where the backend
-/// has a native window wired in through [`AnySelector::native_window`] and
-/// [`AnySelector::select_window`]: io_uring only.
+/// has a native window ([`Selector::native_window`] and [`Selector::select_window`]): io_uring
+/// only.
 const _: () = {
     #[cfg(target_os = "linux")]
     assert!(!<epoll::Selector as Selector>::CAPABILITIES.native_min_wait);

@@ -379,6 +379,38 @@ impl super::Selector for Selector {
     ) -> io::Result<usize> {
         self.wait(registry, out, max, timeout, None)
     }
+
+    // The rest are this backend's own (`wait.rs`); `Selector::…` names the inherent ones.
+
+    fn native_window(&self) -> bool {
+        Selector::native_window(self)
+    }
+
+    fn select_window(
+        &mut self,
+        registry: &Registry,
+        out: &mut Vec<Event>,
+        max: usize,
+        timeout: Option<Duration>,
+        window: Duration,
+    ) -> io::Result<usize> {
+        Selector::select_window(self, registry, out, max, timeout, window)
+    }
+
+    fn leave_thread(&mut self, registry: &Registry) -> io::Result<()> {
+        Selector::leave_thread(self, registry)
+    }
+
+    #[cfg(feature = "test-hooks")]
+    fn terminate_polls(&mut self) -> bool {
+        Selector::terminate_polls(self);
+        true
+    }
+
+    #[cfg(feature = "test-hooks")]
+    fn uring_debug_info(&self) -> Option<UringDebug> {
+        Some(Selector::debug_info(self))
+    }
 }
 
 /// The provided buffers of the receive fast path, registered on `ring` (not enabled yet); `None`
