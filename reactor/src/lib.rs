@@ -3,10 +3,12 @@
 //!
 //! # How it works
 //!
-//! Every worker of a weir runtime owns one [`Driver`]: an epoll instance (or a mio poller)
-//! with an eventfd wake handle, a slab of registrations and a timer queue. The worker is the
-//! only thread that waits on it. Everyone else holds a [`ReactorHandle`], through which they
-//! register fds (`epoll_ctl` is thread-safe), arm timers and wake the owner.
+//! Every worker of a weir runtime owns one [`Driver`]: a backend's poller (an epoll instance by
+//! default, a mio poller or an io_uring ring when asked for; see [`Backend`]) with a wake
+//! handle, a slab of registrations and a timer queue. The worker is the only thread that waits
+//! on it. Everyone else holds a [`ReactorHandle`], through which they register fds (from any
+//! thread: `epoll_ctl` and mio's registry are thread-safe, and on io_uring the registration
+//! goes into the reactor's inbox, which its owner drains), arm timers and wake the owner.
 //!
 //! * **Registration.** An fd is registered once, edge-triggered, under a token made of its slab
 //!   index and a generation. Its [`ScheduledIo`](crate::io) entry holds the readiness bits the
@@ -17,12 +19,16 @@
 //!   backend (with the [`min_wait`] window if configured), marks readiness for the
 //!   collected events and wakes their tasks. Because a worker wakes tasks from its own thread,
 //!   the executor queues them on that worker.
-//! * **Waking.** [`ReactorHandle::unpark`] writes the eventfd only if the owner is actually
-//!   blocked (see `park_state.rs`); waking a running worker costs no syscall.
+//! * **Waking.** [`ReactorHandle::unpark`] signals the wake handle (an eventfd on epoll and
+//!   io_uring, a `mio::Waker` on mio) only if the owner is actually blocked (see
+//!   `park_state.rs`); waking a running worker costs no syscall.
 //! * **Timers.** An indexed binary heap of nanosecond deadlines per reactor (see [`time`]).
-//! * **Backends.** One contract, checked by the compiler, that epoll and mio implement, with
-//!   the capabilities each has; Linux-only controls of a reactor (its epoll fd, kernel busy
-//!   poll) are in [`os::linux`].
+//! * **Backends.** One contract, checked by the compiler, that the epoll, mio and io_uring
+//!   backends implement (`sys/`), with the capabilities each has: mio's timeouts are whole
+//!   milliseconds, and a ring's events cannot be collected by another thread (no I/O
+//!   stealing). io_uring's opt-in completion fast paths fill a stream's read-ahead queue and a
+//!   listener's accept queue ([`io::ReadAhead`], [`io::AcceptQueue`]). Linux-only controls of
+//!   a reactor (its epoll fd, kernel busy poll) are in [`os::linux`].
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]

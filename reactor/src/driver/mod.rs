@@ -7,6 +7,7 @@
 //! | `registrations.rs` | registered fds and their generation tokens; the one delivery of events to them (owner and stealing) |
 //! | `scheduled_io.rs` | the readiness and wakers of one registered fd |
 //! | `wait.rs` | one turn of the owner: timeout, min_wait wait, timer spin, wait accounting, auto-advance |
+//! | `nested.rs` | waiting for the reactor from inside another event loop (its fd, the park's begin and end) |
 //! | `steal.rs` | I/O stealing: another thread collects this reactor's events |
 //! | `timers.rs` | the timer API of the handle, and expiry by the owner |
 //! | `timer_queue.rs` | the timer queue (an indexed binary heap of nanosecond deadlines) |
@@ -94,7 +95,8 @@ pub struct Driver {
 }
 
 impl Driver {
-    /// Creates a reactor (an epoll instance and an eventfd, or a mio poller).
+    /// Creates a reactor on [`DriverConfig::backend`]: an epoll instance and an eventfd, a mio
+    /// poller, or an io_uring ring and an eventfd.
     ///
     /// `Backend::IoUring` and `Backend::Auto` ask the kernel once per process whether it offers
     /// what the io_uring backend needs; where it does not, the reactor is built on epoll with
@@ -204,7 +206,7 @@ impl Driver {
             .map(timer_queue::from_ns)
     }
 
-    /// `true` if waits honour sub-millisecond timeouts (epoll with `epoll_pwait2`).
+    /// `true` if waits honour sub-millisecond timeouts (epoll with `epoll_pwait2`, io_uring).
     pub fn is_precise(&self) -> bool {
         self.selector.precise()
     }
