@@ -94,7 +94,8 @@
 //! With the receive fast path on, a stream registered for it gets a multishot receive into the
 //! ring's provided buffers instead of read readiness, and with the accept fast path a listener
 //! gets a multishot accept; `polls.rs` says what their completions do, `bufs.rs` holds the
-//! buffers, and the queues they fill are `crate::io::ReadAhead` and `crate::io::AcceptQueue`.
+//! buffers, and the queues they fill are `crate::ahead::ReadAhead` and
+//! `crate::ahead::AcceptQueue` (`reactor/src/ahead/`).
 //! If the kernel refuses the buffer group, streams are polled as usual (one warning).
 //!
 //! # Registrations from other threads
