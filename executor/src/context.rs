@@ -1,4 +1,4 @@
-//! The executor's one thread-local: what this thread is doing for weir.
+//! The executor's thread-local context: what this thread is doing for weir.
 //!
 //! * the runtime it is "in" (set on workers, inside `block_on`, on blocking-pool threads and by
 //!   `Runtime::enter`), which `spawn` and `Handle::current` use;

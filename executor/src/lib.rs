@@ -16,8 +16,10 @@
 //!   `spawn_local` tasks, and a global inject queue (`inject.rs`).
 //! * **Runtime-wide state** (`shared/`): each worker's remote part and core, the inject queue,
 //!   the sleep/wake protocol (`shared/idle.rs`), the live tasks, the blocking pool.
-//! * **The thread's context** (`context.rs`): the runtime a thread is in and the worker it
-//!   runs — the executor's one thread-local besides the polled task's id (`task_core/id.rs`).
+//! * **The thread's context** (`context.rs`): the runtime a thread is in, the worker it runs
+//!   and the `block_on` blocked on it. The executor's two other thread-locals sit below it:
+//!   the polled task's id (`task_core/id.rs`) and, with tokio compatibility, the guard that
+//!   refills tokio's budget (`compat.rs`).
 //! * **Scheduling** (`schedule.rs`): where a spawned or woken task is queued.
 //! * **Placement** (`placement.rs`): which worker's reactor a thread, an accepted connection or
 //!   a NIC receive queue goes to.
