@@ -1,7 +1,8 @@
 //! # weir
 //!
-//! An async runtime for Linux servers. Every worker owns its own reactor (one epoll per worker)
-//! inside a work-stealing executor, so a task woken by a worker's epoll runs on that worker.
+//! An async runtime for Linux servers. Every worker owns its own reactor (one epoll per worker
+//! by default; see [Backends](#backends)) inside a work-stealing executor, so a task woken by a
+//! worker's reactor runs on that worker.
 //! Blocking waits can gather events for a *min_wait* window at medium load, idle workers can
 //! busy-poll before they sleep, and timers are nanosecond-precise (`epoll_pwait2`, timer slack
 //! 1 ns).
