@@ -433,15 +433,19 @@ impl Builder {
     /// - a task started with `tokio::spawn` on a worker runs on that worker's thread, between
     ///   weir's tasks; it is never stolen by another worker (weir's own tasks still are);
     /// - a tokio timer or socket created on a worker is driven by that worker: the worker
-    ///   waits for weir's reactor and tokio's at once, weir's timers keep their nanosecond
-    ///   deadlines, and min_wait windows and busy polling apply as without tokio;
+    ///   waits for weir's reactor and tokio's at once (when weir has nothing to run it parks
+    ///   inside tokio, whose epoll then watches weir's reactor and a timerfd set to weir's
+    ///   nearest deadline), weir's timers keep their nanosecond deadlines, and min_wait windows
+    ///   and busy polling apply as without tokio;
     /// - a wake-up between a weir task and a tokio task of the same worker costs no syscall;
     ///   one from another worker costs what any cross-thread wake-up costs (one eventfd write
     ///   when the worker sleeps);
     /// - off the workers (`block_on`'s caller, the blocking pool, [`Runtime::enter`](crate::Runtime::enter)),
     ///   tokio calls go to worker 0's tokio runtime;
     /// - tokio tasks still alive at shutdown are dropped after weir's tasks, while weir's
-    ///   reactors still exist.
+    ///   reactors still exist;
+    /// - a weir task in [`block_in_place`](crate::task::block_in_place) moves its worker to
+    ///   another thread; the worker's tokio tasks wait until the blocking call returns.
     ///
     /// tokio's rules hold inside: `tokio::runtime::Handle::current()` works, and blocking on
     /// a runtime (`Handle::block_on`) is refused as tokio refuses it. tokio's
