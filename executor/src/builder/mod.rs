@@ -175,11 +175,13 @@ impl Builder {
     ///
     /// - `Backend::Epoll`, `Backend::Mio`: as asked.
     /// - `Backend::IoUring`: one io_uring per worker. The kernel is asked once per process
-    ///   whether it offers what the backend needs (Linux 6.1's `SINGLE_ISSUER` and
-    ///   `DEFER_TASKRUN` rings, `EXT_ARG`, `NODROP`, multishot poll). Where it refuses —
-    ///   `kernel.io_uring_disabled`, a seccomp filter such as the default profiles of container
-    ///   runtimes, an old kernel — the runtime runs on epoll and logs one `tracing` warning per
-    ///   process (target `weir::reactor`) naming the cause, unless
+    ///   whether it offers what the backend needs (Linux 6.1's `SINGLE_ISSUER`,
+    ///   `DEFER_TASKRUN` and `COOP_TASKRUN` rings, `EXT_ARG`, `NODROP`, the poll and cancel
+    ///   operations, multishot poll). `MIN_TIMEOUT` (Linux 6.12) is optional: with it the
+    ///   kernel holds the min_wait window, without it weir builds the window as on epoll.
+    ///   Where the kernel refuses — `kernel.io_uring_disabled`, a seccomp filter such as the
+    ///   default profiles of container runtimes, an old kernel — the runtime runs on epoll and
+    ///   logs one `tracing` warning per process (target `weir::reactor`) naming the cause, unless
     ///   [`backend_strict`](Self::backend_strict) makes that an error. Dropping an io_uring
     ///   runtime waits for the kernel to finish tearing each ring down (about 36 ms per
     ///   reactor on Linux 6.18), so that no thread of the program is interrupted afterwards by
