@@ -373,92 +373,99 @@ fn accept_backs_off_when_fds_run_out() {
     let mut builder = weir::runtime::Builder::new_multi_thread();
     builder.workers(2);
     let rt = builder.build().unwrap();
-    rt.block_on(rt.spawn(async move {
-        let listener = Arc::new(TcpListener::bind("127.0.0.1:0").await.unwrap());
-        let addr = listener.local_addr().unwrap();
-        let served = Arc::new(AtomicUsize::new(0));
-        let (l, s) = (listener.clone(), served.clone());
-        weir::spawn(async move {
-            loop {
-                // Never fails on EMFILE: an error here fails the test.
-                let (mut stream, _) = l.accept().await.expect("accept survives EMFILE");
-                let s = s.clone();
+    // The body starts once `block_on` runs: the reactor `block_on` opens when it starts must
+    // not take or free fds while the body holds the fd table full.
+    let handle = rt.handle().clone();
+    rt.block_on(async move {
+        handle
+            .spawn(async move {
+                let listener = Arc::new(TcpListener::bind("127.0.0.1:0").await.unwrap());
+                let addr = listener.local_addr().unwrap();
+                let served = Arc::new(AtomicUsize::new(0));
+                let (l, s) = (listener.clone(), served.clone());
                 weir::spawn(async move {
-                    let mut buf = [0u8; 4];
-                    stream.read_exact(&mut buf).await.unwrap();
-                    stream.write_all(&buf).await.unwrap();
-                    // Counted once its fd is closed: the next episode's fd table must not
-                    // gain a free slot from this connection.
-                    drop(stream);
-                    s.fetch_add(1, Ordering::SeqCst);
+                    loop {
+                        // Never fails on EMFILE: an error here fails the test.
+                        let (mut stream, _) = l.accept().await.expect("accept survives EMFILE");
+                        let s = s.clone();
+                        weir::spawn(async move {
+                            let mut buf = [0u8; 4];
+                            stream.read_exact(&mut buf).await.unwrap();
+                            stream.write_all(&buf).await.unwrap();
+                            // Counted once its fd is closed: the next episode's fd table must not
+                            // gain a free slot from this connection.
+                            drop(stream);
+                            s.fetch_add(1, Ordering::SeqCst);
+                        });
+                    }
                 });
-            }
-        });
 
-        // Two episodes, with 3 and then 2 queued clients.
-        for (episode, clients) in [(1usize, 3usize), (2, 2)] {
-            // Client sockets exist before the table fills up; connecting needs no new fd.
-            let sockets: Vec<socket2::Socket> = (0..clients)
-                .map(|_| {
-                    socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
-                        .unwrap()
-                })
-                .collect();
-            lower_fd_limit(max_open_fd() + 32);
-            let hog = hog_fds();
+                // Two episodes, with 3 and then 2 queued clients.
+                for (episode, clients) in [(1usize, 3usize), (2, 2)] {
+                    // Client sockets exist before the table fills up; connecting needs no new fd.
+                    let sockets: Vec<socket2::Socket> = (0..clients)
+                        .map(|_| {
+                            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+                                .unwrap()
+                        })
+                        .collect();
+                    lower_fd_limit(max_open_fd() + 32);
+                    let hog = hog_fds();
 
-            let served_before = served.load(Ordering::SeqCst);
-            // Blocking connects to a loopback listener complete in the kernel's accept queue.
-            let mut streams = Vec::new();
-            for s in sockets {
-                s.connect(&addr.into()).unwrap();
-                streams.push(std::net::TcpStream::from(s));
-            }
-            wait_until("accept hit EMFILE and warned", || {
-                warns.load(Ordering::SeqCst) == episode
+                    let served_before = served.load(Ordering::SeqCst);
+                    // Blocking connects to a loopback listener complete in the kernel's accept queue.
+                    let mut streams = Vec::new();
+                    for s in sockets {
+                        s.connect(&addr.into()).unwrap();
+                        streams.push(std::net::TcpStream::from(s));
+                    }
+                    wait_until("accept hit EMFILE and warned", || {
+                        warns.load(Ordering::SeqCst) == episode
+                    })
+                    .await;
+                    // Let the listener retry for a while with fds still exhausted.
+                    let attempts = listener.accept_attempts();
+                    weir::time::sleep(Duration::from_millis(300)).await;
+                    let retries = listener.accept_attempts() - attempts;
+                    // Backing off (1 ms doubling to 100 ms) gives a handful of retries in 300 ms; a
+                    // busy loop would make many thousands.
+                    assert!(
+                        retries <= 60,
+                        "accept retried {retries} times in the episode"
+                    );
+                    assert_eq!(
+                        served.load(Ordering::SeqCst),
+                        served_before,
+                        "nothing served yet"
+                    );
+                    assert_eq!(
+                        warns.load(Ordering::SeqCst),
+                        episode,
+                        "one warning per episode"
+                    );
+
+                    // Free the fds: the queued connections are served.
+                    drop(hog);
+                    for (i, s) in streams.into_iter().enumerate() {
+                        let mut s = TcpStream::from_std(s).unwrap();
+                        let msg = [episode as u8, i as u8, 0xAB, 0xCD];
+                        s.write_all(&msg).await.unwrap();
+                        let mut back = [0u8; 4];
+                        s.read_exact(&mut back).await.unwrap();
+                        assert_eq!(back, msg);
+                    }
+                    wait_until("every queued client was served", || {
+                        served.load(Ordering::SeqCst) == served_before + clients
+                    })
+                    .await;
+                    assert_eq!(
+                        warns.load(Ordering::SeqCst),
+                        episode,
+                        "no warning after recovery"
+                    );
+                }
             })
-            .await;
-            // Let the listener retry for a while with fds still exhausted.
-            let attempts = listener.accept_attempts();
-            weir::time::sleep(Duration::from_millis(300)).await;
-            let retries = listener.accept_attempts() - attempts;
-            // Backing off (1 ms doubling to 100 ms) gives a handful of retries in 300 ms; a
-            // busy loop would make many thousands.
-            assert!(
-                retries <= 60,
-                "accept retried {retries} times in the episode"
-            );
-            assert_eq!(
-                served.load(Ordering::SeqCst),
-                served_before,
-                "nothing served yet"
-            );
-            assert_eq!(
-                warns.load(Ordering::SeqCst),
-                episode,
-                "one warning per episode"
-            );
-
-            // Free the fds: the queued connections are served.
-            drop(hog);
-            for (i, s) in streams.into_iter().enumerate() {
-                let mut s = TcpStream::from_std(s).unwrap();
-                let msg = [episode as u8, i as u8, 0xAB, 0xCD];
-                s.write_all(&msg).await.unwrap();
-                let mut back = [0u8; 4];
-                s.read_exact(&mut back).await.unwrap();
-                assert_eq!(back, msg);
-            }
-            wait_until("every queued client was served", || {
-                served.load(Ordering::SeqCst) == served_before + clients
-            })
-            .await;
-            assert_eq!(
-                warns.load(Ordering::SeqCst),
-                episode,
-                "no warning after recovery"
-            );
-        }
-    }))
+            .await
+    })
     .unwrap();
 }

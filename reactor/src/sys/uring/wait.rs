@@ -3,6 +3,7 @@
 //! ring: a driver leaving its thread, or an owner found on another thread.
 
 use std::io;
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -230,11 +231,12 @@ impl Selector {
         if enable {
             new.enable()?;
         }
+        let new_dup = dup(new.fd())?;
         let old = std::mem::replace(&mut core.ring, new);
         self.migrations += 1;
         // The registry's duplicate of the old ring goes first, or the old ring would outlive
         // its drop.
-        self.publish_issuer(registry, &core.ring)?;
+        self.publish_issuer(registry, &core.ring, Some(new_dup));
         if enable {
             // Found on another thread (moved without `leave_thread`): waiting here for the
             // old ring's teardown would stall this owner; a thread of its own drops the old
@@ -257,13 +259,15 @@ impl Selector {
     }
 
     /// Tells the registry which thread issues on the ring now (none before it is enabled; see
-    /// `Registry::deregister`).
-    fn publish_issuer(&self, registry: &Registry, ring: &Ring) -> io::Result<()> {
-        let dup = dup(ring.fd())?;
+    /// `Registry::deregister`), and, for a rebuilt ring, gives it `dup`, a duplicate of the new
+    /// ring's fd. At the first enable the registry already holds one (made with the ring): a
+    /// wait opens and closes no fd, so a process at its fd limit is not disturbed by it.
+    fn publish_issuer(&self, registry: &Registry, ring: &Ring, dup: Option<OwnedFd>) {
         let mut issuer = registry.issuer.lock();
         issuer.thread = ring.enabled().then(|| std::thread::current().id());
-        issuer.ring = Some(dup);
-        Ok(())
+        if let Some(dup) = dup {
+            issuer.ring = Some(dup);
+        }
     }
 
     /// Applies kernel busy poll asked for from another thread, or (`again`) re-applies it to a
@@ -323,7 +327,7 @@ impl Selector {
         let core = &mut *guard;
         if !core.ring.enabled() {
             core.ring.enable()?;
-            self.publish_issuer(registry, &core.ring)?;
+            self.publish_issuer(registry, &core.ring, None);
         }
         self.apply_napi(registry, &core.ring, false);
         let eventfd = self.eventfd;
