@@ -40,7 +40,7 @@ pub struct DriverConfig {
     /// Start with the clock paused; needs `pausable_clock`.
     pub start_paused: bool,
     /// io_uring only: the receive fast path. Stream sockets registered with
-    /// [`Registration::new_stream`](crate::Registration::new_stream) get a multishot receive
+    /// [`Registration::register`](crate::Registration::register) as a stream get a multishot receive
     /// into a per-reactor ring of provided buffers instead of a read-readiness poll; the owner
     /// copies what arrives into the stream's bounded read-ahead queue
     /// ([`ReadAhead`](crate::io::ReadAhead)), where reads find it without a syscall. Off by
@@ -48,7 +48,7 @@ pub struct DriverConfig {
     /// usual.
     pub recv_multishot: bool,
     /// io_uring only: the accept fast path. Listeners registered with
-    /// [`Registration::new_listener`](crate::Registration::new_listener) get a multishot accept
+    /// [`Registration::register`](crate::Registration::register) as a listener get a multishot accept
     /// instead of a readiness poll; the owner queues what it accepts in the listener's bounded
     /// [`AcceptQueue`](crate::io::AcceptQueue). Off by default.
     pub accept_multishot: bool,

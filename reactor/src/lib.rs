@@ -50,6 +50,7 @@ mod sys;
 pub mod thread;
 pub mod time;
 
+pub use ahead::SourceKind;
 pub use config::{DEFAULT_TIMER_SPIN, DriverConfig, MAX_EVENTS_LIMIT};
 pub use context::{ReactorEnterGuard, TimerHomeGuard};
 pub use driver::{Driver, NestedPark, ReactorHandle};

@@ -13,7 +13,9 @@ use std::thread;
 use std::time::Duration;
 
 use support::{pipe, write1};
-use weir_reactor::{Backend, Driver, DriverConfig, Interest, Registration, UringTestHooks};
+use weir_reactor::{
+    Backend, Driver, DriverConfig, Interest, Registration, SourceKind, UringTestHooks,
+};
 
 fn driver() -> Driver {
     Driver::new(&DriverConfig {
@@ -495,10 +497,11 @@ fn recv_fast_path_queues_bytes_and_the_end_of_stream() {
     let mut d = recv_driver();
     let (a, mut b) = UnixStream::pair().unwrap();
     a.set_nonblocking(true).unwrap();
-    let reg = Registration::with_handle_stream(
+    let reg = Registration::register(
         a.as_raw_fd(),
         Interest::READABLE | Interest::WRITABLE,
-        d.handle(),
+        SourceKind::Stream,
+        Some(d.handle()),
     )
     .unwrap();
     assert!(reg.read_ahead().is_some(), "the fast path is on");
@@ -531,8 +534,13 @@ fn recv_fast_path_is_rearmed_when_the_kernel_ends_it() {
     let mut d = recv_driver();
     let (a, mut b) = UnixStream::pair().unwrap();
     a.set_nonblocking(true).unwrap();
-    let reg =
-        Registration::with_handle_stream(a.as_raw_fd(), Interest::READABLE, d.handle()).unwrap();
+    let reg = Registration::register(
+        a.as_raw_fd(),
+        Interest::READABLE,
+        SourceKind::Stream,
+        Some(d.handle()),
+    )
+    .unwrap();
     d.poll().unwrap();
     for round in 0..3u8 {
         let rearms = d.uring_debug_info().unwrap().rearms;
@@ -560,8 +568,13 @@ fn recv_fast_path_pauses_at_high_water_and_resumes_in_order() {
     let mut d = recv_driver();
     let (a, b) = UnixStream::pair().unwrap();
     a.set_nonblocking(true).unwrap();
-    let reg =
-        Registration::with_handle_stream(a.as_raw_fd(), Interest::READABLE, d.handle()).unwrap();
+    let reg = Registration::register(
+        a.as_raw_fd(),
+        Interest::READABLE,
+        SourceKind::Stream,
+        Some(d.handle()),
+    )
+    .unwrap();
     d.poll().unwrap();
     const TOTAL: usize = 1 << 20;
     let writer = thread::spawn(move || {
@@ -597,8 +610,13 @@ fn recv_fast_path_survives_deregistration_and_a_moved_driver() {
     for _ in 0..20 {
         let (a, mut b) = UnixStream::pair().unwrap();
         a.set_nonblocking(true).unwrap();
-        let reg = Registration::with_handle_stream(a.as_raw_fd(), Interest::READABLE, d.handle())
-            .unwrap();
+        let reg = Registration::register(
+            a.as_raw_fd(),
+            Interest::READABLE,
+            SourceKind::Stream,
+            Some(d.handle()),
+        )
+        .unwrap();
         d.poll().unwrap();
         b.write_all(&[1; 100]).unwrap();
         reg.deregister(a.as_raw_fd()).unwrap();
@@ -609,8 +627,13 @@ fn recv_fast_path_survives_deregistration_and_a_moved_driver() {
     // A driver moved to another thread rebuilds its ring and keeps receiving.
     let (a, mut b) = UnixStream::pair().unwrap();
     a.set_nonblocking(true).unwrap();
-    let reg =
-        Registration::with_handle_stream(a.as_raw_fd(), Interest::READABLE, d.handle()).unwrap();
+    let reg = Registration::register(
+        a.as_raw_fd(),
+        Interest::READABLE,
+        SourceKind::Stream,
+        Some(d.handle()),
+    )
+    .unwrap();
     d.poll().unwrap();
     let (d, reg) = thread::spawn(move || {
         let mut d = d;
@@ -639,8 +662,13 @@ fn recv_fast_path_detach_before_the_owner_turned_arms_nothing() {
     a.set_nonblocking(true).unwrap();
     // Registered and detached on the owner's thread between two turns: the registration is
     // still in the inbox when the detach runs.
-    let reg =
-        Registration::with_handle_stream(a.as_raw_fd(), Interest::READABLE, d.handle()).unwrap();
+    let reg = Registration::register(
+        a.as_raw_fd(),
+        Interest::READABLE,
+        SourceKind::Stream,
+        Some(d.handle()),
+    )
+    .unwrap();
     b.write_all(b"x").unwrap();
     reg.detach(a.as_raw_fd()).unwrap();
     for _ in 0..5 {
@@ -660,8 +688,13 @@ fn recv_fast_path_detach_collects_what_the_receive_took() {
     let mut d = recv_driver();
     let (mut a, mut b) = UnixStream::pair().unwrap();
     a.set_nonblocking(true).unwrap();
-    let reg =
-        Registration::with_handle_stream(a.as_raw_fd(), Interest::READABLE, d.handle()).unwrap();
+    let reg = Registration::register(
+        a.as_raw_fd(),
+        Interest::READABLE,
+        SourceKind::Stream,
+        Some(d.handle()),
+    )
+    .unwrap();
     d.poll().unwrap();
     // Bytes the armed receive takes before the detach, completions not reaped yet.
     b.write_all(b"taken").unwrap();

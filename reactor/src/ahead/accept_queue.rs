@@ -2,7 +2,7 @@
 //!
 //! On the io_uring backend with the accept fast path on
 //! ([`DriverConfig::accept_multishot`](crate::DriverConfig::accept_multishot)), a listener
-//! registered for it ([`Registration::new_listener`](crate::Registration::new_listener)) is not
+//! registered for it ([`Registration::register`](crate::Registration::register) as a listener) is not
 //! polled for readiness: the reactor's owner keeps a multishot accept armed on it and queues
 //! each accepted socket here (non-blocking, close-on-exec), reporting the listener readable.
 //! `accept` takes them from here without an `accept4(2)` call.

@@ -55,12 +55,16 @@ impl Pause {
     }
 }
 
-/// What kind of source a registration is: a stream socket or a listener may get a completion
-/// fast path on io_uring (when it is on), anything else is polled for readiness.
+/// What kind of source a registration is ([`Registration::register`](crate::Registration::register)):
+/// a stream socket or a listener may get a completion fast path on io_uring (when it is on),
+/// anything else is polled for readiness.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum SourceKind {
+pub enum SourceKind {
+    /// Any fd: polled for readiness.
     Plain,
+    /// A stream socket (TCP, Unix stream).
     Stream,
+    /// A listening socket.
     Listener,
 }
 

@@ -2,7 +2,7 @@
 //!
 //! On the io_uring backend with the receive fast path on
 //! ([`DriverConfig::recv_multishot`](crate::DriverConfig::recv_multishot)), a stream registered
-//! for it ([`Registration::new_stream`](crate::Registration::new_stream)) is not polled for read
+//! for it ([`Registration::register`](crate::Registration::register) as a stream) is not polled for read
 //! readiness: the reactor's owner keeps a multishot receive armed on it, copies each completion
 //! out of the ring's provided buffer into this queue, gives the buffer back to the kernel at
 //! once, and reports the stream readable. Reads take their bytes from here, without a syscall.

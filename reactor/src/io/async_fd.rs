@@ -6,7 +6,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::task::{Context, Poll, ready};
 
 use super::{ReadyEvent, Registration};
-use crate::{Direction, Interest, ReactorHandle, Ready};
+use crate::{Direction, Interest, ReactorHandle, Ready, SourceKind};
 
 /// Associates an fd (anything [`AsRawFd`], set to non-blocking mode by the caller) with the
 /// reactor of the current worker, and waits for its readiness.
@@ -80,7 +80,7 @@ impl<T: AsRawFd> AsyncFd<T> {
     }
 
     /// Registers a **stream socket** with the current reactor, or with `handle`'s, as
-    /// [`Registration::new_stream`] does: on io_uring with the receive fast path, its bytes are
+    /// [`Registration::register`] does: on io_uring with the receive fast path, its bytes are
     /// received ahead and reads must take them from
     /// [`Registration::take_read_ahead`] first.
     ///
@@ -93,8 +93,8 @@ impl<T: AsRawFd> AsyncFd<T> {
     ) -> io::Result<AsyncFd<T>> {
         let fd = inner.as_raw_fd();
         let reg = match handle {
-            Some(h) => Registration::with_handle_stream(fd, interest, h)?,
-            None => Registration::new_stream(fd, interest)?,
+            Some(h) => Registration::register(fd, interest, SourceKind::Stream, Some(h))?,
+            None => Registration::register(fd, interest, SourceKind::Stream, None)?,
         };
         Ok(AsyncFd {
             reg,
@@ -103,14 +103,19 @@ impl<T: AsRawFd> AsyncFd<T> {
     }
 
     /// Registers a **listening socket** for read readiness with the current reactor, or with
-    /// `handle`'s, as [`Registration::new_listener`] does: on io_uring with the accept fast
+    /// `handle`'s, as [`Registration::register`] does: on io_uring with the accept fast
     /// path, connections are accepted ahead and accepting must take them from
     /// [`Registration::take_accepted`] first.
     ///
     /// # Errors
     /// As [`new`](Self::new).
     pub fn listener(inner: T, handle: Option<&ReactorHandle>) -> io::Result<AsyncFd<T>> {
-        let reg = Registration::new_listener(inner.as_raw_fd(), handle)?;
+        let reg = Registration::register(
+            inner.as_raw_fd(),
+            Interest::READABLE,
+            SourceKind::Listener,
+            handle,
+        )?;
         Ok(AsyncFd {
             reg,
             inner: Some(inner),

@@ -58,47 +58,32 @@ impl Registration {
         Registration::build(fd, interest, handle, SourceKind::Plain)
     }
 
-    /// Registers a **stream socket** `fd` (TCP, Unix stream) with the reactor of the current
-    /// thread, as [`new`](Self::new) does. On the io_uring backend with the receive fast path
-    /// on ([`DriverConfig::recv_multishot`](crate::DriverConfig::recv_multishot)) the reactor
-    /// then receives the stream's bytes ahead into a bounded queue, and reads must take them
-    /// from there first ([`take_read_ahead`](Self::take_read_ahead)); elsewhere this is
-    /// [`new`](Self::new).
+    /// Registers `fd`, of the given kind, with `handle`'s reactor or (`None`) the current
+    /// thread's, as [`new`](Self::new) does. The kind matters only on the io_uring backend with
+    /// its fast paths on: a [`SourceKind::Stream`] then has its bytes received ahead into a
+    /// bounded queue ([`DriverConfig::recv_multishot`](crate::DriverConfig::recv_multishot)),
+    /// which reads must take first ([`take_read_ahead`](Self::take_read_ahead)); a
+    /// [`SourceKind::Listener`] (registered for read readiness whatever `interest` says) has its
+    /// connections accepted ahead
+    /// ([`DriverConfig::accept_multishot`](crate::DriverConfig::accept_multishot)), which
+    /// accepting must take first ([`take_accepted`](Self::take_accepted)). Elsewhere every kind
+    /// is polled for readiness.
     ///
     /// # Errors
     /// As [`new`](Self::new).
-    pub fn new_stream(fd: RawFd, interest: Interest) -> io::Result<Registration> {
-        let handle = ReactorHandle::current_or_fallback()?;
-        Registration::build(fd, interest, &handle, SourceKind::Stream)
-    }
-
-    /// [`new_stream`](Self::new_stream) with a given reactor.
-    ///
-    /// # Errors
-    /// As [`new`](Self::new).
-    pub fn with_handle_stream(
+    pub fn register(
         fd: RawFd,
         interest: Interest,
-        handle: &ReactorHandle,
+        kind: SourceKind,
+        handle: Option<&ReactorHandle>,
     ) -> io::Result<Registration> {
-        Registration::build(fd, interest, handle, SourceKind::Stream)
-    }
-
-    /// Registers a **listening socket** `fd` for read readiness with the reactor of the current
-    /// thread, or with `handle`'s. On the io_uring backend with the accept fast path on
-    /// ([`DriverConfig::accept_multishot`](crate::DriverConfig::accept_multishot)) the reactor
-    /// then accepts connections ahead into a bounded queue, and accepting must take them from
-    /// [`take_accepted`](Self::take_accepted) first; elsewhere this is [`new`](Self::new).
-    ///
-    /// # Errors
-    /// As [`new`](Self::new).
-    pub fn new_listener(fd: RawFd, handle: Option<&ReactorHandle>) -> io::Result<Registration> {
+        let interest = match kind {
+            SourceKind::Listener => Interest::READABLE,
+            _ => interest,
+        };
         match handle {
-            Some(h) => Registration::build(fd, Interest::READABLE, h, SourceKind::Listener),
-            None => {
-                let h = ReactorHandle::current_or_fallback()?;
-                Registration::build(fd, Interest::READABLE, &h, SourceKind::Listener)
-            }
+            Some(h) => Registration::build(fd, interest, h, kind),
+            None => Registration::build(fd, interest, &ReactorHandle::current_or_fallback()?, kind),
         }
     }
 
@@ -124,7 +109,7 @@ impl Registration {
     }
 
     /// The connections the reactor accepted ahead for this listener, if it does
-    /// ([`new_listener`](Self::new_listener)).
+    /// ([`register`](Self::register) as a listener).
     pub fn accept_queue(&self) -> Option<&AcceptQueue> {
         self.accept_queue.as_deref()
     }
@@ -143,7 +128,7 @@ impl Registration {
     }
 
     /// The bytes the reactor received ahead for this stream, if it does
-    /// ([`new_stream`](Self::new_stream)).
+    /// ([`register`](Self::register) as a stream).
     pub fn read_ahead(&self) -> Option<&ReadAhead> {
         self.read_ahead.as_deref()
     }
