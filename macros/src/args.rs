@@ -1,5 +1,8 @@
 //! Parsing and checking the arguments of `#[weir::main(...)]` and `#[weir::test(...)]`.
 //!
+//! One idea: the attributes' arguments — the table of names, how each value parses, and the
+//! error each mistake gets — in one file (its last two hundred lines are the unit tests).
+//!
 //! The arguments are `name = value` pairs separated by commas. Every problem becomes a
 //! `syn::Error` at the offending token; parsing carries on after an error so that all problems
 //! are reported at once, and the settings that were valid are still returned (the caller expands

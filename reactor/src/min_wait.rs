@@ -1,5 +1,8 @@
 //! min_wait batching — the one home of the idea.
 //!
+//! One idea: the window's semantics, the wait built on a backend's `select`, and the adaptive
+//! policy that opens it, next to each other (the last two hundred lines are their tests).
+//!
 //! # Semantics
 //!
 //! Taken from the 2022 `EPOLL_CTL_MIN_WAIT` patch (never merged): a blocking wait entered at

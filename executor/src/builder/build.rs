@@ -1,5 +1,9 @@
 //! [`Builder::build`]: checks the settings, then makes the reactors, the blocking pool, the
 //! shared state and (multi-thread) the worker threads.
+//!
+//! One idea: settings become a running runtime, in the order that must happen, with every
+//! check of a setting next to the step that relies on it (the file's last fifty lines are the
+//! checks' unit tests).
 
 use std::io;
 use std::sync::Arc;

@@ -1,5 +1,9 @@
 //! [`Builder`]: the settings of a [`Runtime`](crate::Runtime) and their defaults. Checking them and building
 //! the runtime is `build.rs`.
+//!
+//! One idea: every setting with its default, its setter and its documentation, in one place,
+//! so that a reader compares the knobs where they are defined (most of the file is their
+//! rustdoc).
 
 mod build;
 

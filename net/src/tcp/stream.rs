@@ -1,4 +1,4 @@
-//! [`TcpStream`]: one type, kept in one file with its I/O, options and conversions (the
+//! [`TcpStream`]: one type. One idea: kept in one file with its I/O, options and conversions (the
 //! hand-back of read-ahead bytes on `into_std` included), so that each reads next to the state
 //! it uses.
 
