@@ -199,8 +199,8 @@ pub mod runtime {
 /// Spawning tasks and waiting for them.
 pub mod task {
     pub use weir_executor::task::{
-        AccessError, Id, JoinSet, LocalKey, block_in_place, consume_budget, coop, futures, id,
-        try_id, unconstrained, yield_now,
+        AccessError, Builder, Id, JoinSet, LocalKey, block_in_place, consume_budget, coop, futures,
+        id, try_id, unconstrained, yield_now,
     };
     pub use weir_executor::{
         AbortHandle, JoinError, JoinHandle, spawn, spawn_blocking, spawn_local,

@@ -101,7 +101,11 @@ where
             builder: builder.clone(),
             shutdown: connections.template.clone(),
         };
-        drop(crate::spawn(conn.serve(io)));
+        drop(
+            crate::task::Builder::new()
+                .name("weir::serve connection")
+                .spawn(conn.serve(io)),
+        );
     }
     drop(listener);
     tracing::debug!(target: "weir::serve", "graceful shutdown: stopped accepting");
