@@ -68,6 +68,59 @@
 //! `RUST_LOG=weir=debug` shows lifecycle events and stays readable under load. `weir=trace`
 //! adds a line per task event plus the scheduler's detail, which on a busy runtime is many lines
 //! per millisecond; `RUST_LOG=weir=trace,weir::sched=off` keeps the task events without it.
+//!
+//! # tokio-console
+//!
+//! With the feature `console`, weir emits the instrumentation that
+//! [console-subscriber](https://docs.rs/console-subscriber) reads, and `tokio-console` shows a
+//! weir program as it shows a tokio one:
+//!
+//! - **tasks**: every `spawn`, `spawn_on`, `spawn_local`, `spawn_blocking` and `JoinSet` entry,
+//!   the future of `block_on` (so `#[weir::main]`'s body), and `weir::serve`'s connection
+//!   tasks (named `weir::serve connection`), each with its spawn location, the name given with
+//!   [`task::Builder::name`], its kind (`task`, `local`, `blocking`, `block_on`), and its
+//!   polls, wakes, self-wakes, waker count, busy, idle and scheduled time;
+//! - **warnings**: tasks that wake themselves, tasks whose waker is lost (pending with no waker
+//!   left), polls that take too long;
+//! - **timers**: every [`time::sleep`], [`time::timeout`] and [`time::interval`] is a resource of
+//!   kind timer with its location and duration, and the console's async-op view tells which
+//!   task polls it.
+//!
+//! Turning it on:
+//!
+//! ```toml
+//! [dependencies]
+//! weir = { version = "0.1", features = ["console"] }
+//! console-subscriber = "0.5"
+//! ```
+//!
+//! ```ignore
+//! #[weir::main]
+//! async fn main() {
+//!     console_subscriber::init(); // serves the console on 127.0.0.1:6669
+//!     // ...
+//! }
+//! ```
+//!
+//! and build with `RUSTFLAGS="--cfg console_without_tokio_unstable"`: console-subscriber
+//! refuses to start without that cfg (or tokio's `tokio_unstable`), which only `RUSTFLAGS` (or a
+//! `.cargo/config.toml`) can set. weir itself needs neither; `tokio_unstable` is not required,
+//! since it only changes tokio, which the console does not need here. Then run `tokio-console`.
+//!
+//! What differs from tokio's instrumentation:
+//!
+//! - a task's span has a `task.worker` field: the worker a `spawn_local` or `spawn_on` task is
+//!   pinned to, `any` for a task that can be stolen. The console cannot show which worker ran
+//!   each poll (console-subscriber reads a span's fields once, when it is created), so stealing
+//!   is not visible, and neither are the per-worker reactors (registrations, events per wait,
+//!   min_wait windows): [`runtime::RuntimeMetrics`] has those;
+//! - a task's `task.id` field is [`task::id()`]'s number; the `block_on` future has none (it is
+//!   not a task to weir either). Its wake-ups are not reported, so its wake counts stay zero;
+//! - timers report their duration when created and when reset, not each tick of an interval.
+//!
+//! Without the feature none of it is compiled in, and [`task::Builder`] keeps no name. With it,
+//! each spawn creates a span and each poll and waker operation asks the subscriber whether it
+//! is interested, even when no console is attached.
 
 //!
 //! # Differences from tokio
@@ -200,8 +253,8 @@ pub mod runtime {
 /// Spawning tasks and waiting for them.
 pub mod task {
     pub use weir_executor::task::{
-        AccessError, Id, JoinSet, LocalKey, block_in_place, consume_budget, coop, futures, id,
-        try_id, unconstrained, yield_now,
+        AccessError, Builder, Id, JoinSet, LocalKey, block_in_place, consume_budget, coop, futures,
+        id, try_id, unconstrained, yield_now,
     };
     pub use weir_executor::{
         AbortHandle, JoinError, JoinHandle, spawn, spawn_blocking, spawn_local,

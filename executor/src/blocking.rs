@@ -114,6 +114,7 @@ impl Pool {
             id,
             crate::task_core::Placement::Any,
             location,
+            crate::task_core::Kind::Blocking,
         );
         tracing::trace!(target: "weir::task", task_id = id.as_u64(), location = %location, "spawn_blocking");
         // Released in `release`, once the output is published and the join side woken.
@@ -169,6 +170,7 @@ impl Pool {
             id,
             crate::task_core::Placement::Any,
             Location::caller(),
+            crate::task_core::Kind::Blocking,
         );
         drop(JoinHandle::new(join));
         // As in `spawn`: `release` undoes it (multi-thread runtimes, the only users, have no

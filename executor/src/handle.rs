@@ -71,8 +71,19 @@ impl Handle {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        self.shared
-            .spawn(future, Placement::Any, Location::caller())
+        self.spawn_at(future, Location::caller())
+    }
+
+    pub(crate) fn spawn_at<F>(
+        &self,
+        future: F,
+        location: &'static Location<'static>,
+    ) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.shared.spawn(future, Placement::Any, location)
     }
 
     /// Runs `f` on this runtime's blocking pool; see [`spawn_blocking`](crate::spawn_blocking).
@@ -82,9 +93,19 @@ impl Handle {
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
-        self.shared
-            .blocking
-            .spawn(&self.shared, f, Location::caller())
+        self.spawn_blocking_at(f, Location::caller())
+    }
+
+    pub(crate) fn spawn_blocking_at<F, R>(
+        &self,
+        f: F,
+        location: &'static Location<'static>,
+    ) -> JoinHandle<R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        self.shared.blocking.spawn(&self.shared, f, location)
     }
 
     /// Spawns a task pinned to worker `worker`: it is queued on that worker, runs only there
@@ -107,6 +128,21 @@ impl Handle {
         );
         self.shared
             .spawn(future, Placement::Worker(worker), Location::caller())
+    }
+
+    /// `spawn_on` with the spawn location given; `worker` is checked by the caller.
+    pub(crate) fn spawn_on_at<F>(
+        &self,
+        worker: usize,
+        future: F,
+        location: &'static Location<'static>,
+    ) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.shared
+            .spawn(future, Placement::Worker(worker), location)
     }
 
     /// The runtime's id, unique among the runtimes of this process.
@@ -213,6 +249,11 @@ impl Handle {
         let _in_runtime = context::set_in_runtime(true);
         let _enter = self.enter();
         let future = pin!(future);
+        #[cfg(feature = "console")]
+        let future = pin!(crate::task_core::console::BlockOnTask::new(
+            future,
+            Location::caller()
+        ));
         block_on::block_on(&self.shared, future)
     }
 }

@@ -116,7 +116,19 @@ where
     F: Future + 'static,
     F::Output: 'static,
 {
-    match schedule::spawn_local(future, Location::caller()) {
+    spawn_local_at(future, Location::caller())
+}
+
+#[track_caller]
+pub(crate) fn spawn_local_at<F>(
+    future: F,
+    location: &'static Location<'static>,
+) -> JoinHandle<F::Output>
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    match schedule::spawn_local(future, location) {
         Some(join) => join,
         None => panic!(
             "weir::task::spawn_local must be called on a weir worker thread: from inside a task, \

@@ -33,7 +33,14 @@ impl Shared {
         if let Placement::Local(w) = placement {
             self.remotes[w].local_tasks.fetch_add(1, Ordering::Relaxed);
         }
-        let (task, join) = task_core::new_task(future, self.clone(), id, placement, location);
+        let (task, join) = task_core::new_task(
+            future,
+            self.clone(),
+            id,
+            placement,
+            location,
+            task_core::Kind::Task,
+        );
         tracing::trace!(
             target: "weir::task",
             task_id = id.as_u64(),

@@ -133,7 +133,11 @@ where
             connections.template.clone(),
         );
         if let Some((conn, io)) = made.await {
-            drop(crate::spawn(conn.serve(io)));
+            drop(
+                crate::task::Builder::new()
+                    .name("weir::serve connection")
+                    .spawn(conn.serve(io)),
+            );
         }
     }
     drop(listener);

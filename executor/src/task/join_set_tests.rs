@@ -103,6 +103,7 @@ mod loom_tests {
                     Id::next(),
                     crate::task_core::Placement::Any,
                     Location::caller(),
+                    crate::task_core::Kind::Task,
                 );
                 q.schedule(task, crate::task_core::Queue::Next);
                 set.insert(JoinHandle::new(join));

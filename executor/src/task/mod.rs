@@ -5,12 +5,14 @@
 //! A [`JoinSet`] (`task/join_set.rs`) holds many join handles and polls only those whose task
 //! completed.
 
+mod builder;
 pub mod coop;
 mod join_set;
 mod task_local;
 mod yield_now;
 
 pub use crate::task_core::{AbortHandle, Id, JoinError, JoinHandle, id, try_id};
+pub use builder::Builder;
 pub use coop::{consume_budget, unconstrained};
 pub use join_set::JoinSet;
 pub use task_local::{AccessError, LocalKey};

@@ -13,7 +13,7 @@ use weir_reactor::coop;
 
 use super::join::{Join, JoinError, panic_message};
 use super::state::{AbortAction, IdleAction, RunAction, ShutdownAction, State, WakeAction};
-use super::{Header, Id, Placement, Queue, Runnable, Schedule, Task};
+use super::{Header, Id, Kind, Placement, Queue, Runnable, Schedule, Task};
 use crate::loom::{Mutex, UnsafeCell};
 
 enum Stage<F: Future> {
@@ -31,6 +31,12 @@ pub(crate) struct Cell<F: Future, S> {
     /// `COMPLETE` by the owner of the output (see `state.rs`, "Who owns what").
     stage: UnsafeCell<Stage<F>>,
     join_waker: Mutex<Option<Waker>>,
+    /// The task's `runtime.spawn` span while its future lives (`console.rs`).
+    ///
+    /// # Invariant
+    /// Accessed only by the holder of `RUNNING`, as the future is.
+    #[cfg(feature = "console")]
+    span: std::cell::UnsafeCell<Option<tracing::Span>>,
 }
 
 // SAFETY: the stage is accessed by one thread at a time, as arbitrated by the state machine
@@ -50,12 +56,17 @@ pub(crate) fn new_task<F, S>(
     id: Id,
     placement: Placement,
     location: &'static Location<'static>,
+    kind: Kind,
 ) -> (Task, Arc<dyn Join<F::Output>>)
 where
     F: Future + 'static,
     F::Output: 'static,
     S: Schedule,
 {
+    #[cfg(not(feature = "console"))]
+    let _ = kind;
+    #[cfg(feature = "console")]
+    let span = super::console::spawn_span(id, kind, placement, location);
     let cell = Arc::new(Cell {
         header: Header {
             state: State::new(),
@@ -63,10 +74,14 @@ where
             placement,
             owned_key: AtomicUsize::new(usize::MAX),
             location,
+            #[cfg(feature = "console")]
+            span_id: span.id(),
         },
         scheduler,
         stage: UnsafeCell::new(Stage::Running(future)),
         join_waker: Mutex::new(None),
+        #[cfg(feature = "console")]
+        span: std::cell::UnsafeCell::new(Some(span)),
     });
     (cell.clone(), cell)
 }
@@ -74,6 +89,7 @@ where
 /// A `Waker` borrowing `cell`'s reference instead of owning one.
 ///
 /// Its clones are real `Waker`s (they increment the count through `Wake`).
+#[cfg(not(feature = "console"))]
 fn waker_ref<F, S>(cell: &Arc<Cell<F, S>>) -> ManuallyDrop<Waker>
 where
     F: Future + 'static,
@@ -87,11 +103,117 @@ where
     ManuallyDrop::new(Waker::from(arc))
 }
 
+/// A `Waker` borrowing `cell`'s reference instead of owning one, whose clones, drops and wakes
+/// are reported to the console (`console.rs`).
+#[cfg(feature = "console")]
+fn waker_ref<F, S>(cell: &Arc<Cell<F, S>>) -> ManuallyDrop<Waker>
+where
+    F: Future + 'static,
+    S: Schedule,
+{
+    let raw = std::task::RawWaker::new(Arc::as_ptr(cell).cast(), traced_waker::vtable::<F, S>());
+    // SAFETY: the vtable's functions treat the data pointer as one strong count of an
+    // `Arc<Cell<F, S>>`, which is what `Arc::as_ptr` points into. The resulting `Waker` is never
+    // dropped (`ManuallyDrop`) and never outlives `cell`'s borrow: it borrows `cell`'s reference.
+    ManuallyDrop::new(unsafe { Waker::from_raw(raw) })
+}
+
+/// The task's waker with the console's waker events: the data pointer is an
+/// `Arc<Cell<F, S>>`'s, holding one strong count (as `std`'s `Waker::from(Arc)` does).
+#[cfg(feature = "console")]
+mod traced_waker {
+    use std::mem::ManuallyDrop;
+    use std::sync::Arc;
+    use std::task::{RawWaker, RawWakerVTable, Wake};
+
+    use super::super::console::{WakerOp, waker_op};
+    use super::{Cell, Future, Schedule};
+
+    pub(super) fn vtable<F, S>() -> &'static RawWakerVTable
+    where
+        F: Future + 'static,
+        S: Schedule,
+    {
+        &RawWakerVTable::new(
+            clone::<F, S>,
+            wake::<F, S>,
+            wake_by_ref::<F, S>,
+            drop::<F, S>,
+        )
+    }
+
+    /// # Safety
+    /// `p` is the data pointer of a waker of this vtable, which holds a strong count.
+    unsafe fn clone<F, S>(p: *const ()) -> RawWaker
+    where
+        F: Future + 'static,
+        S: Schedule,
+    {
+        let cell = p.cast::<Cell<F, S>>();
+        // SAFETY: the waker holds a strong count, so the cell is alive; the new waker gets
+        // its own count.
+        unsafe { Arc::increment_strong_count(cell) };
+        // SAFETY: alive, as above.
+        waker_op(unsafe { &*cell }.header.span_id.as_ref(), WakerOp::Clone);
+        RawWaker::new(p, vtable::<F, S>())
+    }
+
+    /// # Safety
+    /// As `clone`; the waker's count is consumed.
+    unsafe fn wake<F, S>(p: *const ())
+    where
+        F: Future + 'static,
+        S: Schedule,
+    {
+        // SAFETY: the waker's strong count is moved into this `Arc`.
+        let cell = unsafe { Arc::from_raw(p.cast::<Cell<F, S>>()) };
+        waker_op(cell.header.span_id.as_ref(), WakerOp::Wake);
+        Wake::wake(cell);
+    }
+
+    /// # Safety
+    /// As `clone`; the waker keeps its count.
+    unsafe fn wake_by_ref<F, S>(p: *const ())
+    where
+        F: Future + 'static,
+        S: Schedule,
+    {
+        // SAFETY: borrows the waker's count; `ManuallyDrop` leaves it untouched.
+        let cell = ManuallyDrop::new(unsafe { Arc::from_raw(p.cast::<Cell<F, S>>()) });
+        waker_op(cell.header.span_id.as_ref(), WakerOp::WakeByRef);
+        Wake::wake_by_ref(&*cell);
+    }
+
+    /// # Safety
+    /// As `clone`; the waker's count is released.
+    unsafe fn drop<F, S>(p: *const ())
+    where
+        F: Future + 'static,
+        S: Schedule,
+    {
+        let cell = p.cast::<Cell<F, S>>();
+        // SAFETY: the waker's count keeps the cell alive until released below.
+        waker_op(unsafe { &*cell }.header.span_id.as_ref(), WakerOp::Drop);
+        // SAFETY: releases the count this waker held.
+        unsafe { Arc::decrement_strong_count(cell) };
+    }
+}
+
 impl<F, S> Cell<F, S>
 where
     F: Future + 'static,
     S: Schedule,
 {
+    /// Closes the task's console span: its future is gone.
+    ///
+    /// # Safety
+    /// The caller holds `RUNNING` (or has exclusive access, as to the stage).
+    #[cfg(feature = "console")]
+    unsafe fn close_span(&self) {
+        // SAFETY: exclusive access is the caller's contract.
+        drop(unsafe { (*self.span.get()).take() });
+    }
+
     /// # Safety
     /// The caller holds `RUNNING`.
     unsafe fn poll_future(&self, cx: &mut Context<'_>) -> Poll<F::Output> {
@@ -121,9 +243,15 @@ where
     unsafe fn drop_future(&self) -> std::thread::Result<()> {
         let _id = super::set_current_id(self.header.id);
         // SAFETY: RUNNING is held (caller's contract).
-        panic::catch_unwind(AssertUnwindSafe(|| unsafe {
+        let r = panic::catch_unwind(AssertUnwindSafe(|| unsafe {
             self.set_stage(Stage::Consumed)
-        }))
+        }));
+        // SAFETY: RUNNING is held (caller's contract).
+        #[cfg(feature = "console")]
+        unsafe {
+            self.close_span()
+        };
+        r
     }
 
     /// Stores the output, publishes `COMPLETE`, notifies the join side, releases the task.
@@ -193,6 +321,11 @@ impl<F: Future, S> Drop for DropFutureOnUnwind<'_, F, S> {
         // SAFETY: created (and forgotten unless unwinding) inside a poll, while the thread holds
         // `RUNNING`, which gives it exclusive access to the stage.
         self.0.stage.with_mut(|p| unsafe { *p = Stage::Consumed });
+        // SAFETY: as above, `RUNNING` is held.
+        #[cfg(feature = "console")]
+        unsafe {
+            (*self.0.span.get()).take()
+        };
     }
 }
 
@@ -229,6 +362,9 @@ where
         let _span = span.enter();
         let _current = super::set_current_id(id);
         let res = {
+            // SAFETY: RUNNING acquired above; the span is only taken after this block.
+            #[cfg(feature = "console")]
+            let _console = unsafe { (*self.span.get()).as_ref() }.map(tracing::Span::enter);
             let waker = waker_ref(&self);
             let mut cx = Context::from_waker(&waker);
             panic::catch_unwind(AssertUnwindSafe(|| {

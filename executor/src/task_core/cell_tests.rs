@@ -96,6 +96,7 @@ fn wake_from_other_thread_while_running_or_idle() {
             Id::next(),
             crate::task_core::Placement::Any,
             Location::caller(),
+            crate::task_core::Kind::Task,
         );
         q.schedule(task, crate::task_core::Queue::Next);
         let waker_thread = {
@@ -120,6 +121,7 @@ fn abort_races_with_completion() {
             Id::next(),
             crate::task_core::Placement::Any,
             Location::caller(),
+            crate::task_core::Kind::Task,
         );
         q.schedule(task, crate::task_core::Queue::Next);
         let aborter = {
@@ -160,6 +162,7 @@ fn join_handle_dropped_while_completing() {
             Id::next(),
             crate::task_core::Placement::Any,
             Location::caller(),
+            crate::task_core::Kind::Task,
         );
         q.schedule(task, crate::task_core::Queue::Next);
         let runner = {

@@ -13,6 +13,8 @@
 //! the task machinery sits below the runtime, which it does not know.
 
 mod cell;
+#[cfg(feature = "console")]
+pub(crate) mod console;
 mod id;
 mod join;
 mod owned;
@@ -40,6 +42,18 @@ pub(crate) struct Header {
     /// shard lock.
     pub(crate) owned_key: std::sync::atomic::AtomicUsize,
     pub(crate) location: &'static Location<'static>,
+    /// The id of the task's console span, for its waker's events (`console.rs`).
+    #[cfg(feature = "console")]
+    pub(crate) span_id: Option<tracing::span::Id>,
+}
+
+/// What kind of spawn made a task (the console's `kind` field; nothing without the feature).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// `spawn`, `spawn_on`, `spawn_local`, a `JoinSet` entry.
+    Task,
+    /// A closure of the blocking pool.
+    Blocking,
 }
 
 /// Where a task may run, fixed at spawn.

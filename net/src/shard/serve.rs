@@ -170,9 +170,10 @@ fn start<F, Fut>(
         let _guard = guard;
         fut.await;
     };
+    let named = weir_executor::task::Builder::new().name("weir::serve connection");
     let join = match pin {
-        Some(w) => shared.rt.spawn_on(w, task),
-        None => shared.rt.spawn(task),
+        Some(w) => named.spawn_on_worker(w, task, &shared.rt),
+        None => named.spawn_on(task, &shared.rt),
     };
     drop(join);
 }

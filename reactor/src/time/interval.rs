@@ -3,7 +3,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use super::{Instant, Sleep, sleep_until};
+use super::sleep::sleep_from;
+use super::{Instant, Sleep};
 
 /// What an [`Interval`] does when ticks were missed (the task was late by more than a period).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -41,7 +42,7 @@ pub fn interval_at(start: Instant, period: Duration) -> Interval {
         "weir::time::interval: `period` must be non-zero"
     );
     Interval {
-        delay: sleep_until(start),
+        delay: sleep_from(start, "interval"),
         period,
         missed: MissedTickBehavior::default(),
     }

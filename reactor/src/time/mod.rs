@@ -29,6 +29,8 @@
 //! does not.
 
 mod clock;
+#[cfg(feature = "console")]
+mod console;
 mod instant;
 mod interval;
 mod sleep;

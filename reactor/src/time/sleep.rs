@@ -25,6 +25,7 @@ use crate::{ReactorHandle, coop};
 /// ```ignore
 /// weir::time::sleep(std::time::Duration::from_micros(100)).await;
 /// ```
+#[cfg_attr(feature = "console", track_caller)]
 pub fn sleep(duration: Duration) -> Sleep {
     sleep_until(Instant::now().saturating_add(duration))
 }
@@ -34,11 +35,26 @@ pub fn sleep(duration: Duration) -> Sleep {
 /// # Outside a runtime
 /// Polled outside any weir runtime, the timer lives on the [fallback reactor](crate::fallback).
 /// It panics only if that reactor cannot start (e.g. no fds or threads left).
+#[cfg_attr(feature = "console", track_caller)]
 pub fn sleep_until(deadline: Instant) -> Sleep {
+    sleep_from(deadline, "sleep")
+}
+
+/// A sleep made by `source` (`sleep`, `timeout`, `interval`: the console's async-op source).
+#[cfg_attr(feature = "console", track_caller)]
+pub(super) fn sleep_from(deadline: Instant, source: &'static str) -> Sleep {
+    #[cfg(not(feature = "console"))]
+    let _ = source;
     Sleep {
         deadline,
         entry: None,
         fired: false,
+        #[cfg(feature = "console")]
+        trace: super::console::TimerTrace::new(
+            source,
+            deadline.saturating_duration_since(Instant::now()),
+            std::panic::Location::caller(),
+        ),
     }
 }
 
@@ -56,6 +72,8 @@ pub struct Sleep {
     entry: Option<Armed>,
     /// A poll returned `Ready` (and no reset since).
     fired: bool,
+    #[cfg(feature = "console")]
+    trace: super::console::TimerTrace,
 }
 
 impl Sleep {
@@ -81,6 +99,9 @@ impl Sleep {
         this.disarm();
         this.deadline = deadline;
         this.fired = false;
+        #[cfg(feature = "console")]
+        this.trace
+            .reset(deadline.saturating_duration_since(Instant::now()));
     }
 
     fn disarm(&mut self) {
@@ -99,31 +120,52 @@ impl Future for Sleep {
     /// at once, as tokio's does.
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
-        let coop = ready!(coop::poll_proceed(cx));
-        if let Some(armed) = &this.entry {
-            if armed.handle.timer_update(armed.key, cx.waker()) {
-                return Poll::Pending;
-            }
-            if !armed.handle.is_shutdown() {
-                // Fired: the owner read a clock at or past the deadline before removing it.
-                this.entry = None;
-                this.fired = true;
-                coop.made_progress();
-                return Poll::Ready(());
-            }
-            // The reactor shut down and dropped its timers: arming again reports that.
-            this.entry = None;
+        #[cfg(feature = "console")]
+        {
+            let Sleep {
+                deadline,
+                entry,
+                fired,
+                trace,
+            } = this;
+            trace.poll(|| poll_timer(*deadline, entry, fired, cx))
         }
-        let (handle, owner) = ReactorHandle::current_for_timer();
-        if handle.is_due(this.deadline.into_std()) {
-            this.fired = true;
+        #[cfg(not(feature = "console"))]
+        poll_timer(this.deadline, &mut this.entry, &mut this.fired, cx)
+    }
+}
+
+#[inline(always)]
+fn poll_timer(
+    deadline: Instant,
+    entry: &mut Option<Armed>,
+    fired: &mut bool,
+    cx: &mut Context<'_>,
+) -> Poll<()> {
+    let coop = ready!(coop::poll_proceed(cx));
+    if let Some(armed) = &*entry {
+        if armed.handle.timer_update(armed.key, cx.waker()) {
+            return Poll::Pending;
+        }
+        if !armed.handle.is_shutdown() {
+            // Fired: the owner read a clock at or past the deadline before removing it.
+            *entry = None;
+            *fired = true;
             coop.made_progress();
             return Poll::Ready(());
         }
-        let key = handle.timer_insert(this.deadline.into_std(), cx.waker().clone(), owner);
-        this.entry = Some(Armed { handle, key });
-        Poll::Pending
+        // The reactor shut down and dropped its timers: arming again reports that.
+        *entry = None;
     }
+    let (handle, owner) = ReactorHandle::current_for_timer();
+    if handle.is_due(deadline.into_std()) {
+        *fired = true;
+        coop.made_progress();
+        return Poll::Ready(());
+    }
+    let key = handle.timer_insert(deadline.into_std(), cx.waker().clone(), owner);
+    *entry = Some(Armed { handle, key });
+    Poll::Pending
 }
 
 impl Drop for Sleep {

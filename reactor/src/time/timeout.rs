@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use pin_project_lite::pin_project;
 
-use super::{Instant, Sleep, sleep, sleep_until};
+use super::sleep::sleep_from;
+use super::{Instant, Sleep};
 
 /// Requires `future` to complete within `duration`.
 ///
@@ -14,18 +15,20 @@ use super::{Instant, Sleep, sleep, sleep_until};
 ///
 /// # Cancel safety
 /// As cancel safe as `future`: dropping the `Timeout` drops it.
+#[cfg_attr(feature = "console", track_caller)]
 pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoFuture> {
     Timeout {
         value: future.into_future(),
-        delay: sleep(duration),
+        delay: sleep_from(Instant::now().saturating_add(duration), "timeout"),
     }
 }
 
 /// Requires `future` to complete before `deadline`.
+#[cfg_attr(feature = "console", track_caller)]
 pub fn timeout_at<F: IntoFuture>(deadline: Instant, future: F) -> Timeout<F::IntoFuture> {
     Timeout {
         value: future.into_future(),
-        delay: sleep_until(deadline),
+        delay: sleep_from(deadline, "timeout"),
     }
 }
 
