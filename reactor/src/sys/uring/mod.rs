@@ -395,7 +395,8 @@ impl super::Selector for Selector {
         timeout: Option<Duration>,
         window: Duration,
     ) -> io::Result<usize> {
-        Selector::select_window(self, registry, out, max, timeout, window)
+        // The kernel holds the window (see `wait.rs`).
+        self.wait(registry, out, max, timeout, Some(window))
     }
 
     fn leave_thread(&mut self, registry: &Registry) -> io::Result<()> {

@@ -170,19 +170,6 @@ impl Selector {
         self.core.lock().ring.min_timeout()
     }
 
-    /// [`select`](super::Selector::select) with the kernel's min_wait `window` (see the
-    /// [module docs](self)).
-    pub(crate) fn select_window(
-        &mut self,
-        registry: &Registry,
-        out: &mut Vec<Event>,
-        max: usize,
-        timeout: Option<Duration>,
-        window: Duration,
-    ) -> io::Result<usize> {
-        self.wait(registry, out, max, timeout, Some(window))
-    }
-
     /// Test hook: makes the kernel end every armed poll (they must be re-armed).
     #[cfg(feature = "test-hooks")]
     pub(crate) fn terminate_polls(&mut self) {
