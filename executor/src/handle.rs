@@ -126,8 +126,7 @@ impl Handle {
             worker < n,
             "spawn_on: worker {worker} does not exist (the runtime has {n} workers)"
         );
-        self.shared
-            .spawn(future, Placement::Worker(worker), Location::caller())
+        self.spawn_on_at(worker, future, Location::caller())
     }
 
     /// `spawn_on` with the spawn location given; `worker` is checked by the caller.
