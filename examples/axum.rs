@@ -12,7 +12,7 @@
 //!
 //! Compared with the same program on tokio, the router is unchanged; `#[tokio::main]`,
 //! `tokio::net::TcpListener`, `axum::serve` and `tokio::signal::ctrl_c` become their weir
-//! counterparts. `integration/tests/net_http.rs` includes this file and drives `router()` with
+//! counterparts. `tests/tests/net_http.rs` includes this file and drives `router()` with
 //! hyper clients.
 
 use std::net::SocketAddr;

@@ -15,7 +15,7 @@
 //! mid-request, an idle keep-alive connection closed by the header-read timeout — are logged
 //! at debug level (tracing target `weir::serve`), never printed one line each.
 //! `examples/hello-http-tokio.rs` runs this file's service with `axum::serve` on tokio, for
-//! `scripts/wrk-compare.sh`; `integration/tests/net_http.rs` runs it under `wrk`.
+//! `scripts/wrk-compare.sh`; `tests/tests/net_http.rs` runs it under `wrk`.
 
 use std::convert::Infallible;
 use std::error::Error;

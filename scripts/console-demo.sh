@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tokio-console on a weir program: builds the console probe (integration/console-probe) with
+# tokio-console on a weir program: builds the console probe (tests/console-probe) with
 # weir's `console` feature, starts it, opens the real `tokio-console` on it inside tmux and saves
 # the console's task list, then its resource list, as text.
 #

@@ -42,7 +42,7 @@ mkdir -p "$out"
 # The trybuild tests build crates of their own (in target/tests/) when they run: run them once
 # now, so that a loaded run does not spend its time compiling them.
 trybuild_tests=()
-for f in integration/tests/*.rs; do
+for f in tests/tests/*.rs; do
   grep -q 'trybuild::' "$f" && trybuild_tests+=(--test "$(basename "$f" .rs)")
 done
 if [ ${#trybuild_tests[@]} -gt 0 ]; then

@@ -8,7 +8,7 @@
 #   scripts/module-graph.sh
 #
 # The same analysis fails `cargo test --workspace` on any cycle
-# (integration/tests/structure.rs, `no_import_cycles_between_sibling_modules`).
+# (tests/tests/structure.rs, `no_import_cycles_between_sibling_modules`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 exec cargo test --quiet -p weir-tests --test structure -- --nocapture --exact print_graph

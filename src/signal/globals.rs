@@ -233,7 +233,7 @@ impl std::fmt::Debug for Listener {
 #[cfg(test)]
 mod tests {
     //! The dispatch rules, driven by setting pending bits by hand: no handler is installed and
-    //! no signal is sent (real deliveries are tested in `integration/tests/signal.rs`).
+    //! no signal is sent (real deliveries are tested in `tests/tests/signal.rs`).
     use super::*;
     use std::sync::Arc;
     use std::sync::atomic::AtomicUsize;

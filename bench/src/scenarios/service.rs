@@ -1,5 +1,5 @@
-//! `service`: the database-and-cache service (`integration/apps/service.rs` on weir, its tokio
-//! original `integration/apps/tokio/service.rs`) against private PostgreSQL and Redis servers.
+//! `service`: the database-and-cache service (`tests/apps/service.rs` on weir, its tokio
+//! original `tests/apps/tokio/service.rs`) against private PostgreSQL and Redis servers.
 //!
 //! Both forms are built in release and run side by side in one run, in interleaved rounds. The
 //! service is pinned to CPU 0 (one runtime worker in both forms: each sizes itself to the CPUs

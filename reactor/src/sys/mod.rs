@@ -38,7 +38,7 @@
 //! 3. A variant in [`Backend`](crate::Backend), [`AnyRegistry`] and [`AnySelector`], and an arm
 //!    in `dispatch!` and in [`new`].
 //! 4. The tests that run on each backend: the reactor's `tests/` and the integration tests'
-//!    list of backends (`integration/tests/common`).
+//!    list of backends (`tests/tests/common`).
 //!
 //! The contract reports *readiness*. A completion-based kernel interface (io_uring, in
 //! `uring/`) meets it by reporting readiness too (multishot poll requests), not completions of

@@ -52,7 +52,7 @@ const LONG_FILES_FAIL: bool = false;
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
-        .expect("integration/ has a parent")
+        .expect("tests/ has a parent")
         .to_path_buf()
 }
 

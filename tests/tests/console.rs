@@ -1,4 +1,4 @@
-//! tokio-console's view of a weir program: the probe (`integration/console-probe`) runs with
+//! tokio-console's view of a weir program: the probe (`tests/console-probe`) runs with
 //! weir's `console` feature and the real console-subscriber, and this test reads its gRPC API
 //! with console-api's client, the one tokio-console uses. It asserts what the console would
 //! show: the tasks with their names, ids, kinds, spawn locations, polls, wakes and busy time;
@@ -42,7 +42,7 @@ const LONG_POLL: Duration = Duration::from_millis(200);
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
-        .expect("integration/ has a parent")
+        .expect("tests/ has a parent")
         .to_path_buf()
 }
 
