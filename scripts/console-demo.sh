@@ -35,17 +35,15 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The probe runs until its standard input closes: the fifo, held open by fd 3.
+# The probe runs until its standard input closes: the fifo, held open by fd 3. It starts its
+# tasks when it reads a first line, sent once the console is connected (console-subscriber
+# forwards a timer's polls only to the consoles connected when they happen).
 WEIR_CONSOLE_PORT=$PORT target/console/debug/weir-console-probe <"$FIFO" >"$OUT/probe.log" &
 PROBE=$!
 exec 3>"$FIFO"
-until grep -q '^ready$' "$OUT/probe.log"; do
-  kill -0 "$PROBE" || { echo "the probe exited" >&2; exit 1; }
-  sleep 0.1
-done
 
 tmux new-session -d -s "$SESSION" -x 200 -y 40 "tokio-console http://127.0.0.1:$PORT"
-# Waits until the console lists the probe's tasks (with their poll counts), then saves it.
+# Waits until the console's screen shows $1.
 wait_for() {
   for _ in $(seq 100); do
     if tmux capture-pane -p -t "$SESSION" | grep -q "$1"; then return 0; fi
@@ -55,6 +53,13 @@ wait_for() {
   tmux capture-pane -p -t "$SESSION" >&2
   exit 1
 }
+wait_for '(CONNECTED)'
+echo go >&3
+until grep -q '^ready$' "$OUT/probe.log"; do
+  kill -0 "$PROBE" || { echo "the probe exited" >&2; exit 1; }
+  sleep 0.1
+done
+# Waits until the console lists the probe's tasks (with their poll counts), then saves it.
 wait_for 'probe:ticker'
 sleep 1  # let the next updates (polls, warnings) arrive
 tmux capture-pane -p -t "$SESSION" >"$OUT/tasks.txt"

@@ -3,11 +3,13 @@
 //! `console_without_tokio_unstable` cfg (see weir's crate docs), it serves the console's gRPC
 //! API on `127.0.0.1:$WEIR_CONSOLE_PORT` (6669 by default) until its standard input closes.
 //!
-//! It prints `task <name> <id>` for each named task as the task first runs (the id is
-//! `weir::task::id()`), then `ready` once every task has run.
+//! It waits for a first line on its standard input before it starts its tasks, so that a client
+//! can subscribe first: console-subscriber forwards a timer's polls only to the clients
+//! subscribed when they happen. It then prints `task <name> <id>` for each named task as the
+//! task first runs (the id is `weir::task::id()`), and `ready` once every task has run.
 
 use std::future::{Future, pending, poll_fn};
-use std::io::{Read, Write};
+use std::io::{BufRead, Read, Write};
 use std::sync::mpsc;
 use std::task::Poll;
 use std::time::Duration;
@@ -36,6 +38,11 @@ fn main() {
         .workers(2)
         .build()
         .expect("runtime");
+    // The console's server is up (on its own thread); a client subscribes, then says go.
+    let mut go = String::new();
+    if std::io::stdin().lock().read_line(&mut go).expect("stdin") == 0 {
+        return;
+    }
     rt.block_on(run());
 }
 
