@@ -176,6 +176,11 @@ where
 /// Set it with `http1::Builder::timer` (needed for `header_read_timeout`, which hyper enables
 /// by default once a timer is present: 30 s) and `http2::Builder::timer` (needed for
 /// `keep_alive_interval`/`keep_alive_timeout`), on servers and clients alike.
+///
+/// With the feature `console`, tokio-console does not list these sleeps as timer resources
+/// ([`weir::time::sleep_until_unlisted`](crate::time::sleep_until_unlisted)): hyper arms one per
+/// request for its header-read timeout, which would be one resource per request. The task
+/// that polls them is listed as usual.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WeirTimer;
 
@@ -188,11 +193,13 @@ impl WeirTimer {
 
 impl hyper::rt::Timer for WeirTimer {
     fn sleep(&self, duration: Duration) -> Pin<Box<dyn hyper::rt::Sleep>> {
-        Box::pin(WeirSleep::new(crate::time::sleep(duration)))
+        Box::pin(WeirSleep::new(crate::time::sleep_unlisted(duration)))
     }
 
     fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn hyper::rt::Sleep>> {
-        Box::pin(WeirSleep::new(crate::time::sleep_until(deadline.into())))
+        Box::pin(WeirSleep::new(crate::time::sleep_until_unlisted(
+            deadline.into(),
+        )))
     }
 
     fn reset(&self, sleep: &mut Pin<Box<dyn hyper::rt::Sleep>>, new_deadline: Instant) {

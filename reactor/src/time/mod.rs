@@ -39,7 +39,7 @@ mod timeout;
 pub use clock::{advance, pause, resume};
 pub use instant::Instant;
 pub use interval::{Interval, MissedTickBehavior, interval, interval_at};
-pub use sleep::{Sleep, sleep, sleep_until};
+pub use sleep::{Sleep, sleep, sleep_unlisted, sleep_until, sleep_until_unlisted};
 pub use std::time::Duration;
 pub use timeout::{Elapsed, Timeout, timeout, timeout_at};
 

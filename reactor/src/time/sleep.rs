@@ -40,6 +40,30 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
     sleep_from(deadline, "sleep")
 }
 
+/// Waits for `duration`, as [`sleep`], but tokio-console does not list this timer (see
+/// [`sleep_until_unlisted`]).
+pub fn sleep_unlisted(duration: Duration) -> Sleep {
+    sleep_until_unlisted(Instant::now().saturating_add(duration))
+}
+
+/// Waits until `deadline`, as [`sleep_until`], but tokio-console does not list this timer as a
+/// resource (with the feature `console`; without it the two are the same).
+///
+/// For timers that a library arms on every request or connection, such as hyper's header-read
+/// timer (weir's hyper timer, `WeirTimer`, makes its sleeps this way): listed,
+/// each would be a resource of its own, filling the console's resource view with one entry per
+/// request, and console-subscriber keeps every closed resource for its retention period (an
+/// hour by default), scanning them all on each of its turns.
+pub fn sleep_until_unlisted(deadline: Instant) -> Sleep {
+    Sleep {
+        deadline,
+        entry: None,
+        fired: false,
+        #[cfg(feature = "console")]
+        trace: None,
+    }
+}
+
 /// A sleep made by `source` (`sleep`, `timeout`, `interval`: the console's async-op source).
 #[cfg_attr(feature = "console", track_caller)]
 pub(super) fn sleep_from(deadline: Instant, source: &'static str) -> Sleep {
@@ -50,11 +74,11 @@ pub(super) fn sleep_from(deadline: Instant, source: &'static str) -> Sleep {
         entry: None,
         fired: false,
         #[cfg(feature = "console")]
-        trace: super::console::TimerTrace::new(
+        trace: Some(super::console::TimerTrace::new(
             source,
             deadline.saturating_duration_since(Instant::now()),
             std::panic::Location::caller(),
-        ),
+        )),
     }
 }
 
@@ -72,8 +96,9 @@ pub struct Sleep {
     entry: Option<Armed>,
     /// A poll returned `Ready` (and no reset since).
     fired: bool,
+    /// The timer's spans for tokio-console; `None` for an unlisted sleep.
     #[cfg(feature = "console")]
-    trace: super::console::TimerTrace,
+    trace: Option<super::console::TimerTrace>,
 }
 
 impl Sleep {
@@ -100,8 +125,9 @@ impl Sleep {
         this.deadline = deadline;
         this.fired = false;
         #[cfg(feature = "console")]
-        this.trace
-            .reset(deadline.saturating_duration_since(Instant::now()));
+        if let Some(trace) = &this.trace {
+            trace.reset(deadline.saturating_duration_since(Instant::now()));
+        }
     }
 
     fn disarm(&mut self) {
@@ -128,7 +154,10 @@ impl Future for Sleep {
                 fired,
                 trace,
             } = this;
-            trace.poll(|| poll_timer(*deadline, entry, fired, cx))
+            match trace {
+                Some(trace) => trace.poll(|| poll_timer(*deadline, entry, fired, cx)),
+                None => poll_timer(*deadline, entry, fired, cx),
+            }
         }
         #[cfg(not(feature = "console"))]
         poll_timer(this.deadline, &mut this.entry, &mut this.fired, cx)
