@@ -26,6 +26,7 @@ mod report;
 mod scenarios;
 mod servers;
 mod soak;
+mod sys;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();

@@ -13,8 +13,10 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 
-use super::sys::{self, Epoll, Io};
+use super::wire::{self, Io};
 use super::{ClosedLoopConfig, ClosedLoopResult, Phase};
+use crate::sys::clock;
+use crate::sys::epoll::{self, Epoll};
 
 /// How long a worker blocks in `epoll_wait` before looking at the stop flag again.
 const STOP_POLL_MS: i32 = 10;
@@ -49,14 +51,14 @@ pub(super) fn run(
     on_phase: &mut dyn FnMut(Phase),
 ) -> io::Result<ClosedLoopResult> {
     if cfg.conns == 0 {
-        return Err(sys::invalid("closed_loop: conns must be at least 1"));
+        return Err(wire::invalid("closed_loop: conns must be at least 1"));
     }
     if cfg.msg_size == 0 {
-        return Err(sys::invalid("closed_loop: msg_size must be at least 1"));
+        return Err(wire::invalid("closed_loop: msg_size must be at least 1"));
     }
     let threads = cfg.threads.clamp(1, cfg.conns);
     let mut per_thread: Vec<Vec<TcpStream>> = (0..threads).map(|_| Vec::new()).collect();
-    for (i, stream) in sys::connect_many(cfg.addr, cfg.conns)?
+    for (i, stream) in wire::connect_many(cfg.addr, cfg.conns)?
         .into_iter()
         .enumerate()
     {
@@ -68,7 +70,7 @@ pub(super) fn run(
 
     thread::scope(|s| {
         // Whatever happens from here on (an error, a panicking on_phase), the workers stop.
-        let _guard = sys::StopOnDrop::new(&stop);
+        let _guard = wire::StopOnDrop::new(&stop);
         let mut handles = Vec::with_capacity(threads);
         for (i, streams) in per_thread.into_iter().enumerate() {
             let (counter, stop) = (&counters[i], &stop);
@@ -84,24 +86,24 @@ pub(super) fn run(
                 .sum::<u64>()
         };
 
-        let begin = sys::now_ns();
-        sys::sleep_until(begin + sys::duration_ns(cfg.warmup));
+        let begin = clock::now_ns();
+        clock::sleep_until(begin + clock::duration_ns(cfg.warmup));
         // Sample, then call back, at both ends: the callback's own duration shifts both
         // windows alike, so the count window and the caller's window have the same length.
-        let (t0, c0) = (sys::now_ns(), total());
+        let (t0, c0) = (clock::now_ns(), total());
         on_phase(Phase::MeasureStart);
-        sys::sleep_until(t0 + sys::duration_ns(cfg.measure));
-        let (t1, c1) = (sys::now_ns(), total());
+        clock::sleep_until(t0 + clock::duration_ns(cfg.measure));
+        let (t1, c1) = (clock::now_ns(), total());
         on_phase(Phase::MeasureEnd);
 
         stop.store(true, Ordering::Relaxed);
         let mut errors = 0;
         for h in handles {
-            errors += sys::join(h, "closed-loop")?;
+            errors += wire::join(h, "closed-loop")?;
         }
         Ok(ClosedLoopResult {
             messages: c1 - c0,
-            secs: (t1 - t0) as f64 / sys::NANOS_PER_SEC as f64,
+            secs: (t1 - t0) as f64 / clock::NANOS_PER_SEC as f64,
             errors,
         })
     })
@@ -115,9 +117,9 @@ fn worker(
     stop: &AtomicBool,
 ) -> io::Result<u64> {
     let epoll = Epoll::new()?;
-    let msg = sys::fill_buffer(msg_size);
+    let msg = wire::fill_buffer(msg_size);
     let msg = &msg[..msg_size];
-    let mut buf = vec![0u8; sys::IO_CHUNK];
+    let mut buf = vec![0u8; wire::IO_CHUNK];
     let mut conns: Vec<Option<Conn>> = Vec::with_capacity(streams.len());
     let interest = (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET) as u32;
     for (token, stream) in streams.into_iter().enumerate() {
@@ -143,7 +145,7 @@ fn worker(
         }
     }
 
-    let mut events = vec![sys::NO_EVENT; conns.len().clamp(1, 1024)];
+    let mut events = vec![epoll::NO_EVENT; conns.len().clamp(1, 1024)];
     while live > 0 && !stop.load(Ordering::Relaxed) {
         let n = epoll.wait(&mut events, STOP_POLL_MS)?;
         for ev in &events[..n] {
@@ -154,7 +156,7 @@ fn worker(
             let mut result = drive(conn, msg, &mut buf, &mut completed);
             // An echo server never closes first: a hang-up or error is the end of this
             // connection, whatever bytes came with it.
-            if result.is_ok() && flags & sys::EV_CLOSED != 0 {
+            if result.is_ok() && flags & epoll::EV_CLOSED != 0 {
                 result = Err(ConnError::Eof);
             }
             if result.is_err() {
@@ -181,7 +183,7 @@ fn drive(
 ) -> Result<(), ConnError> {
     let fd = conn.stream.as_raw_fd();
     while conn.recvd < conn.sent {
-        match sys::recv(fd, buf).map_err(|_| ConnError::Io)? {
+        match wire::recv(fd, buf).map_err(|_| ConnError::Io)? {
             Io::Done(0) => return Err(ConnError::Eof),
             Io::Done(n) => {
                 conn.recvd += n;
@@ -202,7 +204,7 @@ fn drive(
         }
     }
     while conn.sent < msg.len() {
-        match sys::send(fd, &msg[conn.sent..]).map_err(|_| ConnError::Io)? {
+        match wire::send(fd, &msg[conn.sent..]).map_err(|_| ConnError::Io)? {
             Io::Done(n) => conn.sent += n,
             // The failed send arms the EPOLLOUT edge for when there is room again.
             Io::WouldBlock => break,

@@ -19,9 +19,9 @@ mod closed;
 mod idle;
 mod open;
 mod pingpong;
-mod sys;
 #[cfg(test)]
 mod tests;
+mod wire;
 
 /// An edge of the measure window, as reported to a generator's `on_phase` callback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,7 +127,7 @@ impl Payload {
     /// `size` bytes, echoed back.
     pub(crate) fn echo(size: usize) -> Payload {
         Payload {
-            request: vec![sys::FILL_BYTE; size],
+            request: vec![wire::FILL_BYTE; size],
             response_len: size,
         }
     }
@@ -149,7 +149,7 @@ pub(crate) const HTTP_GET: &[u8] = b"GET / HTTP/1.1\r\nHost: bench\r\n\r\n";
 /// response (head and `content-length` body), for [`Payload::http_get`]. Fails if the response
 /// is not a `200` with a `content-length`.
 pub(crate) fn http_response_len(addr: SocketAddr) -> io::Result<usize> {
-    sys::http_probe(addr, HTTP_GET)
+    wire::http_probe(addr, HTTP_GET)
 }
 
 /// Settings of [`open_loop`].

@@ -32,8 +32,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::thread;
 
-use super::sys::{self, Epoll, Io};
+use super::wire::{self, Io};
 use super::{OpenLoopConfig, OpenLoopResult, Phase};
+use crate::sys::clock;
+use crate::sys::epoll::{self, Epoll};
 
 /// A send more than this late (after its scheduled time) counts as a late send.
 const LATE_NS: u64 = 50_000;
@@ -73,7 +75,7 @@ impl Schedule {
     pub(super) fn new(t0: u64, rate: f64) -> io::Result<Self> {
         let rate_micro = (rate * 1e6).round();
         if !(1.0..=1e18).contains(&rate_micro) {
-            return Err(sys::invalid(
+            return Err(wire::invalid(
                 "open_loop: rate must be a positive, finite number",
             ));
         }
@@ -179,20 +181,20 @@ pub(super) fn run_with_stats(
     on_phase: &mut dyn FnMut(Phase),
 ) -> io::Result<(OpenLoopResult, SenderStats)> {
     if cfg.conns == 0 {
-        return Err(sys::invalid("open_loop: conns must be at least 1"));
+        return Err(wire::invalid("open_loop: conns must be at least 1"));
     }
     if cfg.payload.request.is_empty() || cfg.payload.response_len == 0 {
-        return Err(sys::invalid(
+        return Err(wire::invalid(
             "open_loop: requests and responses must be at least 1 byte",
         ));
     }
     Schedule::new(0, cfg.rate)?; // validate the rate before connecting
-    let streams = sys::connect_many(cfg.addr, cfg.conns)?;
+    let streams = wire::connect_many(cfg.addr, cfg.conns)?;
 
-    let t0 = sys::now_ns() + LEAD_NS;
+    let t0 = clock::now_ns() + LEAD_NS;
     let schedule = Schedule::new(t0, cfg.rate)?;
-    let window_start = t0 + sys::duration_ns(cfg.warmup);
-    let window_end = window_start + sys::duration_ns(cfg.measure);
+    let window_start = t0 + clock::duration_ns(cfg.warmup);
+    let window_end = window_start + clock::duration_ns(cfg.measure);
     let shared = Shared {
         conns: streams
             .into_iter()
@@ -212,27 +214,27 @@ pub(super) fn run_with_stats(
         k_end: schedule.first_due_from(window_end),
         window_start,
         window_end,
-        drain_until: window_end.saturating_add(sys::duration_ns(cfg.drain)),
+        drain_until: window_end.saturating_add(clock::duration_ns(cfg.drain)),
     };
 
     let shared = &shared;
     let requests = &cfg.payload.request;
     let (sender, receiver) = thread::scope(|s| {
         // Until both phases have been called, an early exit (error, panic) aborts the threads.
-        let mut guard = sys::StopOnDrop::new(&shared.abort);
+        let mut guard = wire::StopOnDrop::new(&shared.abort);
         let receiver = thread::Builder::new()
             .name("load-open-recv".into())
             .spawn_scoped(s, move || receiver(shared))?;
         let sender = thread::Builder::new()
             .name("load-open-send".into())
             .spawn_scoped(s, move || sender(shared, requests))?;
-        sys::sleep_until(window_start);
+        clock::sleep_until(window_start);
         on_phase(Phase::MeasureStart);
-        sys::sleep_until(window_end);
+        clock::sleep_until(window_end);
         on_phase(Phase::MeasureEnd);
         guard.disarm();
-        let sender = sys::join(sender, "open-loop sender");
-        let receiver = sys::join(receiver, "open-loop receiver");
+        let sender = wire::join(sender, "open-loop sender");
+        let receiver = wire::join(receiver, "open-loop receiver");
         io::Result::Ok((sender?, receiver?))
     })?;
 
@@ -243,7 +245,7 @@ pub(super) fn run_with_stats(
         latencies_ns: receiver.latencies_ns,
         late_sends: sender.late_sends,
         max_send_lag_ns: sender.max_send_lag_ns,
-        secs: (window_end - window_start) as f64 / sys::NANOS_PER_SEC as f64,
+        secs: (window_end - window_start) as f64 / clock::NANOS_PER_SEC as f64,
     };
     Ok((result, sender))
 }
@@ -270,7 +272,7 @@ struct Sender<'a> {
 }
 
 fn sender(shared: &Shared, request: &[u8]) -> io::Result<SenderStats> {
-    sys::set_min_timer_slack();
+    clock::set_min_timer_slack();
     let writable = Epoll::new()?;
     let interest = (libc::EPOLLOUT | libc::EPOLLET) as u32;
     for (i, conn) in shared.conns.iter().enumerate() {
@@ -278,12 +280,12 @@ fn sender(shared: &Shared, request: &[u8]) -> io::Result<SenderStats> {
     }
     let mut s = Sender {
         shared,
-        fill: sys::request_buffer(request),
+        fill: wire::request_buffer(request),
         backlog: vec![0; shared.conns.len()],
         pos: vec![0; shared.conns.len()],
         backlogged: 0,
         writable,
-        events: vec![sys::NO_EVENT; shared.conns.len().clamp(1, 1024)],
+        events: vec![epoll::NO_EVENT; shared.conns.len().clamp(1, 1024)],
         pwait2: true,
         stats: SenderStats::default(),
     };
@@ -307,7 +309,7 @@ impl Sender<'_> {
             // Send everything that is due (a bounded batch when far behind).
             for _ in 0..CATCH_UP_BATCH {
                 let due = sh.schedule.due(k);
-                let now = sys::now_ns();
+                let now = clock::now_ns();
                 if due > now {
                     break;
                 }
@@ -323,8 +325,8 @@ impl Sender<'_> {
             let next = sh.schedule.due(k);
             if self.backlogged > 0 {
                 self.wait_and_flush(next)?;
-            } else if next > sys::now_ns() {
-                sys::sleep_until(next);
+            } else if next > clock::now_ns() {
+                clock::sleep_until(next);
             }
         }
         // The schedule is done; keep flushing until everything is out or nobody cares.
@@ -332,13 +334,13 @@ impl Sender<'_> {
             && !sh.abort.load(Ordering::Relaxed)
             && !sh.receiver_done.load(Ordering::Relaxed)
         {
-            let now = sys::now_ns();
+            let now = clock::now_ns();
             if now >= sh.drain_until {
                 break;
             }
             let n = self.writable.wait(
                 &mut self.events,
-                sys::timeout_ms(now, sh.drain_until, POLL_CAP_MS),
+                wire::timeout_ms(now, sh.drain_until, POLL_CAP_MS),
             )?;
             self.flush_ready(n);
         }
@@ -369,7 +371,7 @@ impl Sender<'_> {
             self.backlog[i] += size; // keep the connection's bytes in order
             return;
         }
-        match sys::send(sh.conns[i].stream.as_raw_fd(), &self.fill[..size]) {
+        match wire::send(sh.conns[i].stream.as_raw_fd(), &self.fill[..size]) {
             Ok(Io::Done(n)) if n == size => {}
             Ok(Io::Done(n)) => {
                 self.pos[i] = n;
@@ -391,7 +393,7 @@ impl Sender<'_> {
     /// Waits until `deadline` (absolute) for backlogged connections to become writable,
     /// flushing those that do.
     fn wait_and_flush(&mut self, deadline: u64) -> io::Result<()> {
-        let timeout = deadline.saturating_sub(sys::now_ns());
+        let timeout = deadline.saturating_sub(clock::now_ns());
         if self.pwait2 {
             match self.writable.wait_ns(&mut self.events, timeout)? {
                 Some(n) => {
@@ -404,7 +406,7 @@ impl Sender<'_> {
         // Fallback: poll, then sleep a bounded while.
         let n = self.writable.wait(&mut self.events, 0)?;
         self.flush_ready(n);
-        sys::sleep_until(deadline.min(sys::now_ns() + FALLBACK_FLUSH_NS));
+        clock::sleep_until(deadline.min(clock::now_ns() + FALLBACK_FLUSH_NS));
         Ok(())
     }
 
@@ -428,7 +430,7 @@ impl Sender<'_> {
             }
             let pos = self.pos[i];
             let chunk = self.backlog[i].min(self.fill.len() - pos);
-            match sys::send(fd, &self.fill[pos..pos + chunk]) {
+            match wire::send(fd, &self.fill[pos..pos + chunk]) {
                 Ok(Io::Done(n)) => {
                     self.backlog[i] -= n;
                     self.pos[i] = (pos + n) % sh.request_len;
@@ -467,18 +469,18 @@ fn receive(sh: &Shared) -> io::Result<ReceiverStats> {
     // Bytes of the current, incomplete response on each connection.
     let mut partial = vec![0usize; sh.conns.len()];
     let mut live = sh.conns.len();
-    let mut buf = vec![0u8; sys::IO_CHUNK];
-    let mut events = vec![sys::NO_EVENT; sh.conns.len().clamp(1, 1024)];
+    let mut buf = vec![0u8; wire::IO_CHUNK];
+    let mut events = vec![epoll::NO_EVENT; sh.conns.len().clamp(1, 1024)];
 
     loop {
-        let now = sys::now_ns();
+        let now = clock::now_ns();
         let all_in = now >= sh.window_end && stats.completed == scheduled;
         if all_in || now >= sh.drain_until || live == 0 || sh.abort.load(Ordering::Relaxed) {
             return Ok(stats);
         }
         let n = epoll.wait(
             &mut events,
-            sys::timeout_ms(now, sh.drain_until, POLL_CAP_MS),
+            wire::timeout_ms(now, sh.drain_until, POLL_CAP_MS),
         )?;
         for ev in &events[..n] {
             let (i, flags) = (ev.u64 as usize, ev.events);
@@ -491,7 +493,7 @@ fn receive(sh: &Shared) -> io::Result<ReceiverStats> {
             let ok = read_responses(sh, i, &mut partial[i], &mut buf, &mut stats);
             // An echo server never closes first: a hang-up or error ends the connection, once
             // the responses that came before it are counted.
-            if !ok || flags & sys::EV_CLOSED != 0 {
+            if !ok || flags & epoll::EV_CLOSED != 0 {
                 sh.kill(i);
             }
             if sh.is_dead(i) {
@@ -513,12 +515,12 @@ fn read_responses(
 ) -> bool {
     let fd = sh.conns[i].stream.as_raw_fd();
     loop {
-        let n = match sys::recv(fd, buf) {
+        let n = match wire::recv(fd, buf) {
             Ok(Io::Done(0)) | Err(_) => return false,
             Ok(Io::Done(n)) => n,
             Ok(Io::WouldBlock) => return true,
         };
-        let now = sys::now_ns();
+        let now = clock::now_ns();
         let total = *partial + n;
         let full = total / sh.response_len;
         *partial = total % sh.response_len;

@@ -10,29 +10,30 @@
 use std::io;
 use std::os::fd::AsRawFd;
 
-use super::sys::{self, Io};
+use super::wire::{self, Io};
 use super::{Phase, PingPongConfig, PingPongResult};
+use crate::sys::clock;
 
 /// A round trip that has not finished this long after the end of the measure window is given
 /// up (counted as an error), so that a stuck server cannot hang the run.
-const STUCK_AFTER_END_NS: u64 = sys::NANOS_PER_SEC;
+const STUCK_AFTER_END_NS: u64 = clock::NANOS_PER_SEC;
 
 pub(super) fn run(
     cfg: &PingPongConfig,
     on_phase: &mut dyn FnMut(Phase),
 ) -> io::Result<PingPongResult> {
     if cfg.msg_size == 0 {
-        return Err(sys::invalid("pingpong: msg_size must be at least 1"));
+        return Err(wire::invalid("pingpong: msg_size must be at least 1"));
     }
-    let stream = sys::connect_nonblocking(cfg.addr)?;
+    let stream = wire::connect_nonblocking(cfg.addr)?;
     let fd = stream.as_raw_fd();
-    let msg = sys::fill_buffer(cfg.msg_size);
+    let msg = wire::fill_buffer(cfg.msg_size);
     let msg = &msg[..cfg.msg_size];
-    let mut buf = vec![0u8; sys::IO_CHUNK];
+    let mut buf = vec![0u8; wire::IO_CHUNK];
 
-    let begin = sys::now_ns();
-    let start_at = begin + sys::duration_ns(cfg.warmup);
-    let end_at = start_at + sys::duration_ns(cfg.measure);
+    let begin = clock::now_ns();
+    let start_at = begin + clock::duration_ns(cfg.warmup);
+    let end_at = start_at + clock::duration_ns(cfg.measure);
     let give_up_at = end_at + STUCK_AFTER_END_NS;
     let mut rtts_ns = Vec::with_capacity(1 << 16);
     let mut measuring = false;
@@ -41,7 +42,7 @@ pub(super) fn run(
     loop {
         // Phase changes happen between round trips, never inside one. The last round trip
         // may end up to one round trip after `end_at`; MeasureEnd comes right after it.
-        let now = sys::now_ns();
+        let now = clock::now_ns();
         if !measuring && now >= start_at {
             on_phase(Phase::MeasureStart);
             measuring = true;
@@ -50,18 +51,18 @@ pub(super) fn run(
         if measuring && now >= end_at {
             break;
         }
-        let sent_at = sys::now_ns();
+        let sent_at = clock::now_ns();
         if round_trip(fd, msg, &mut buf, give_up_at).is_err() {
             // The connection is dropped, not retried. Keep the phase schedule anyway.
             errors += 1;
             if !measuring {
-                sys::sleep_until(start_at);
+                clock::sleep_until(start_at);
                 on_phase(Phase::MeasureStart);
             }
-            sys::sleep_until(end_at);
+            clock::sleep_until(end_at);
             break;
         }
-        let done_at = sys::now_ns();
+        let done_at = clock::now_ns();
         if measuring {
             rtts_ns.push(done_at - sent_at);
         }
@@ -77,11 +78,11 @@ fn round_trip(fd: i32, msg: &[u8], buf: &mut [u8], give_up_at: u64) -> Result<()
     let (mut sent, mut recvd) = (0, 0);
     while recvd < msg.len() {
         if sent < msg.len()
-            && let Io::Done(n) = sys::send(fd, &msg[sent..]).map_err(drop)?
+            && let Io::Done(n) = wire::send(fd, &msg[sent..]).map_err(drop)?
         {
             sent += n;
         }
-        match sys::recv(fd, buf).map_err(drop)? {
+        match wire::recv(fd, buf).map_err(drop)? {
             Io::Done(0) => return Err(()),
             Io::Done(n) => {
                 recvd += n;
@@ -90,7 +91,7 @@ fn round_trip(fd: i32, msg: &[u8], buf: &mut [u8], give_up_at: u64) -> Result<()
                 }
             }
             Io::WouldBlock => {
-                if sys::now_ns() >= give_up_at {
+                if clock::now_ns() >= give_up_at {
                     return Err(());
                 }
                 std::hint::spin_loop();

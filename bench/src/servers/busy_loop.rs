@@ -7,15 +7,16 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::sys::{self, Accepted, Closed, EchoConn};
+use super::echo_conn::{Closed, EchoConn};
 use super::{ACCEPTED, Config, LIVE, StatsFn, bump};
+use crate::sys::socket::{self, Accepted};
 
 /// Passes over all connections.
 static LOOPS: AtomicU64 = AtomicU64::new(0);
 
 /// Binds, announces READY, spins forever.
 pub(super) fn run(cfg: &Config) -> ! {
-    let (listener, port) = sys::listen(cfg.addr).unwrap_or_else(|e| super::fatal("bind", e));
+    let (listener, port) = socket::listen(cfg.addr).unwrap_or_else(|e| super::fatal("bind", e));
     let stats: StatsFn = Box::new(|s| super::put(s, "loops", LOOPS.load(Ordering::Relaxed)));
     super::announce(port, stats);
 
@@ -24,7 +25,7 @@ pub(super) fn run(cfg: &Config) -> ! {
     loop {
         bump(&LOOPS, 1);
         loop {
-            match sys::accept(listener.as_raw_fd()) {
+            match socket::accept(listener.as_raw_fd()) {
                 Accepted::Conn(fd) => {
                     conns.push(EchoConn::new(fd));
                     bump(&ACCEPTED, 1);
@@ -55,7 +56,7 @@ fn service(conn: &mut EchoConn, buf: &mut [u8]) -> Result<(), Closed> {
     if conn.has_pending() && !conn.flush()? {
         return Ok(());
     }
-    match sys::recv(conn.fd.as_raw_fd(), buf) {
+    match socket::recv(conn.fd.as_raw_fd(), buf) {
         Ok(0) => Err(Closed),
         Ok(n) => conn.echo(&buf[..n]),
         Err(e)

@@ -30,10 +30,10 @@
 //! Invalid command lines exit with status 2 and a message on stderr; runtime failures exit 1.
 
 mod busy_loop;
+mod echo_conn;
 mod http;
 mod raw_epoll;
 mod raw_uring;
-mod sys;
 mod tokio_srv;
 mod weir_srv;
 

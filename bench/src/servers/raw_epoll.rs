@@ -16,12 +16,15 @@
 //! `send` parks the rest in the connection and stops reading it until `EPOLLOUT` drains it.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::echo_conn::{Closed, EchoConn};
 use super::http::{RequestCounter, raw_responses};
-use super::sys::{self, Accepted, Closed, EchoConn};
 use super::{ACCEPTED, Config, Kind, LIVE, StatsFn, bump};
+use crate::sys::clock;
+use crate::sys::epoll::{Epoll, NO_EVENT};
+use crate::sys::socket::{self, Accepted};
 
 /// `epoll_wait` calls with timeout -1.
 static WAITS: AtomicU64 = AtomicU64::new(0);
@@ -49,12 +52,12 @@ const HUP_FLAGS: u32 = (libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR) as u
 
 /// Binds, announces READY, runs the loop forever.
 pub(super) fn run(cfg: &Config) -> ! {
-    let (listener, port) = sys::listen(cfg.addr).unwrap_or_else(|e| super::fatal("bind", e));
+    let (listener, port) = socket::listen(cfg.addr).unwrap_or_else(|e| super::fatal("bind", e));
     let mut server = Server::new(listener).unwrap_or_else(|e| super::fatal("epoll", e));
     server.http = cfg.kind == Kind::Http;
     server.min_wait_ns = cfg.raw_min_wait.map(|d| d.as_nanos() as u64);
     if server.min_wait_ns.is_some() {
-        sys::set_timer_slack_1ns();
+        clock::set_min_timer_slack();
     }
     let stats: StatsFn = Box::new(|s| {
         super::put(s, "waits", WAITS.load(Ordering::Relaxed));
@@ -69,7 +72,7 @@ pub(super) fn run(cfg: &Config) -> ! {
 /// The loop's state.
 struct Server {
     /// The epoll instance.
-    epoll: OwnedFd,
+    epoll: Epoll,
     /// The listening socket.
     listener: OwnedFd,
     /// Connections by slab index (the epoll data).
@@ -100,15 +103,8 @@ struct Conn {
 impl Server {
     /// Creates the epoll instance and registers the listener.
     fn new(listener: OwnedFd) -> io::Result<Server> {
-        // SAFETY: plain syscall with a constant flag; no pointers.
-        let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        if ep < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: epoll_create1 returned a new fd that nobody else owns.
-        let epoll = unsafe { OwnedFd::from_raw_fd(ep) };
         let server = Server {
-            epoll,
+            epoll: Epoll::new()?,
             listener,
             conns: Vec::new(),
             free: Vec::new(),
@@ -119,7 +115,7 @@ impl Server {
             responses: raw_responses(),
             min_wait_ns: None,
         };
-        server.add(
+        server.epoll.add(
             server.listener.as_raw_fd(),
             (libc::EPOLLIN | libc::EPOLLET) as u32,
             LISTENER,
@@ -127,44 +123,28 @@ impl Server {
         Ok(server)
     }
 
-    /// `EPOLL_CTL_ADD` of `fd` with `events` and `data`.
-    fn add(&self, fd: RawFd, events: u32, data: u64) -> io::Result<()> {
-        let mut ev = libc::epoll_event { events, u64: data };
-        // SAFETY: `ev` is a live epoll_event for the call; the kernel copies it.
-        let rc = unsafe {
-            libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &raw mut ev)
-        };
-        if rc < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
-    }
-
     /// Waits and dispatches forever; returns only on an unexpected error.
     fn serve(&mut self) -> io::Result<std::convert::Infallible> {
-        let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; MAX_EVENTS];
+        let mut events = vec![NO_EVENT; MAX_EVENTS];
         loop {
             let timeout = if self.accept_paused {
                 EXHAUSTED_RETRY_MS
             } else {
                 -1
             };
-            let start = self.min_wait_ns.map(|_| sys::now_ns());
-            let mut n = match self.wait(&mut events, timeout) {
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
+            let start = self.min_wait_ns.map(|_| clock::now_ns());
+            // A signal counts as a wait that returned no event.
+            let mut n = self.epoll.wait(&mut events, timeout)?;
             if let (Some(window), Some(start)) = (self.min_wait_ns, start)
                 && n > 0
                 && n < MAX_EVENTS
             {
                 // The window is open: sleep to its end, then collect what else arrived.
                 let end = start + window;
-                if sys::now_ns() < end {
-                    sys::sleep_until_ns(end);
+                if clock::now_ns() < end {
+                    clock::sleep_until(end);
                     bump(&WINDOW_SLEEPS, 1);
-                    n += self.wait(&mut events[n..], 0).unwrap_or(0);
+                    n += self.epoll.wait(&mut events[n..], 0).unwrap_or(0);
                 }
             }
             if timeout < 0 {
@@ -187,28 +167,11 @@ impl Server {
         }
     }
 
-    /// One `epoll_wait` into `events`.
-    fn wait(&self, events: &mut [libc::epoll_event], timeout: libc::c_int) -> io::Result<usize> {
-        // SAFETY: `events` holds `events.len()` writable epoll_events for the call.
-        let n = unsafe {
-            libc::epoll_wait(
-                self.epoll.as_raw_fd(),
-                events.as_mut_ptr(),
-                events.len() as libc::c_int,
-                timeout,
-            )
-        };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(n as usize)
-    }
-
     /// Accepts until the queue is empty (or fds run out) and registers every connection.
     fn accept_all(&mut self) -> io::Result<()> {
         self.accept_paused = false;
         loop {
-            let fd = match sys::accept(self.listener.as_raw_fd()) {
+            let fd = match socket::accept(self.listener.as_raw_fd()) {
                 Accepted::Conn(fd) => fd,
                 Accepted::Empty => return Ok(()),
                 Accepted::Retry => continue,
@@ -226,7 +189,7 @@ impl Server {
                     self.conns.len() - 1
                 }
             };
-            if self.add(raw, CONN_INTEREST, idx as u64).is_err() {
+            if self.epoll.add(raw, CONN_INTEREST, idx as u64).is_err() {
                 // e.g. ENOSPC (max_user_watches): drop this connection, keep serving.
                 self.free.push(idx);
                 continue;
@@ -282,7 +245,7 @@ fn service(conn: &mut EchoConn, buf: &mut [u8], flags: u32) -> Result<(), Closed
     }
     let to_end = flags & HUP_FLAGS != 0;
     loop {
-        match sys::recv(conn.fd.as_raw_fd(), buf) {
+        match socket::recv(conn.fd.as_raw_fd(), buf) {
             Ok(0) => return Err(Closed),
             Ok(n) => {
                 conn.echo(&buf[..n])?;
@@ -315,7 +278,7 @@ fn serve_http(conn: &mut Conn, buf: &mut [u8], responses: &[u8], flags: u32) -> 
     let to_end = flags & HUP_FLAGS != 0;
     let one = super::http::RAW_RESPONSE.len();
     loop {
-        match sys::recv(conn.io.fd.as_raw_fd(), buf) {
+        match socket::recv(conn.io.fd.as_raw_fd(), buf) {
             Ok(0) => return Err(Closed),
             Ok(n) => {
                 let mut due = conn.requests.feed(&buf[..n]);

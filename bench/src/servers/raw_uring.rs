@@ -19,9 +19,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use io_uring::types::{SubmitArgs, Timespec};
 use io_uring::{IoUring, cqueue, opcode, squeue, types};
 
+use super::echo_conn::{Closed, EchoConn};
 use super::http::{RAW_RESPONSE, RequestCounter, raw_responses};
-use super::sys::{self, Accepted, Closed, EchoConn};
 use super::{ACCEPTED, Config, LIVE, StatsFn, bump};
+use crate::sys::socket::{self, Accepted};
 
 /// `io_uring_enter` calls that waited for completions.
 static WAITS: AtomicU64 = AtomicU64::new(0);
@@ -44,7 +45,7 @@ const REMOVAL: u64 = u64::MAX - 1;
 
 /// Binds, announces READY, runs the loop forever.
 pub(super) fn run(cfg: &Config) -> ! {
-    let (listener, port) = sys::listen(cfg.addr).unwrap_or_else(|e| super::fatal("bind", e));
+    let (listener, port) = socket::listen(cfg.addr).unwrap_or_else(|e| super::fatal("bind", e));
     let min_wait_us = cfg.raw_min_wait.map(|d| d.as_micros() as u32);
     let mut server =
         Server::new(listener, min_wait_us).unwrap_or_else(|e| super::fatal("io_uring", e));
@@ -203,7 +204,7 @@ impl Server {
 
     fn accept_all(&mut self) -> io::Result<()> {
         loop {
-            let fd = match sys::accept(self.listener.as_raw_fd()) {
+            let fd = match socket::accept(self.listener.as_raw_fd()) {
                 Accepted::Conn(fd) => fd,
                 Accepted::Empty | Accepted::Exhausted => return Ok(()),
                 Accepted::Retry => continue,
@@ -272,7 +273,7 @@ fn serve_http(conn: &mut Conn, buf: &mut [u8], responses: &[u8]) -> Result<(), C
     }
     let one = RAW_RESPONSE.len();
     loop {
-        match sys::recv(conn.io.fd.as_raw_fd(), buf) {
+        match socket::recv(conn.io.fd.as_raw_fd(), buf) {
             Ok(0) => return Err(Closed),
             Ok(n) => {
                 let mut due = conn.requests.feed(&buf[..n]);

@@ -1,4 +1,5 @@
-//! Thin libc wrappers for the raw servers (`raw_epoll`, `busy_loop`).
+//! Sockets: a listener, `accept4` with its outcomes named, and one nonblocking `send` or `recv`
+//! (a single syscall each, so the raw servers' fast path is exactly one call).
 
 use std::io;
 use std::mem::size_of;
@@ -37,7 +38,7 @@ fn setsockopt_int(
 
 /// A non-blocking, close-on-exec TCP listener on `addr` (`SO_REUSEADDR`, backlog 1024 as weir's
 /// and tokio's listeners); returns it and the bound port.
-pub(super) fn listen(addr: SocketAddr) -> io::Result<(OwnedFd, u16)> {
+pub(crate) fn listen(addr: SocketAddr) -> io::Result<(OwnedFd, u16)> {
     let family = if addr.is_ipv4() {
         libc::AF_INET
     } else {
@@ -115,7 +116,7 @@ pub(super) fn listen(addr: SocketAddr) -> io::Result<(OwnedFd, u16)> {
 }
 
 /// The outcome of one `accept4`.
-pub(super) enum Accepted {
+pub(crate) enum Accepted {
     /// A new non-blocking, close-on-exec connection with TCP_NODELAY set.
     Conn(OwnedFd),
     /// The queue is empty.
@@ -129,7 +130,7 @@ pub(super) enum Accepted {
 }
 
 /// Accepts one connection from the non-blocking listener `listener`.
-pub(super) fn accept(listener: RawFd) -> Accepted {
+pub(crate) fn accept(listener: RawFd) -> Accepted {
     // SAFETY: null address pointers are allowed (the peer address is not wanted).
     let rc = unsafe {
         libc::accept4(
@@ -156,7 +157,7 @@ pub(super) fn accept(listener: RawFd) -> Accepted {
 
 /// `recv(fd, buf, MSG_DONTWAIT)`: bytes read (0 at end of stream) or the OS error.
 #[inline]
-pub(super) fn recv(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+pub(crate) fn recv(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
     // SAFETY: the pointer and length describe `buf`, live and writable for the call.
     let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
     if n < 0 {
@@ -168,7 +169,7 @@ pub(super) fn recv(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
 
 /// `send(fd, buf, MSG_DONTWAIT | MSG_NOSIGNAL)`: bytes written or the OS error.
 #[inline]
-fn send(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
+pub(crate) fn send(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
     // SAFETY: the pointer and length describe `buf`, live and readable for the call.
     let n = unsafe {
         libc::send(
@@ -183,118 +184,4 @@ fn send(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
     } else {
         Ok(n as usize)
     }
-}
-
-/// One echo connection of the raw servers: the socket and the bytes a short write left
-/// unsent. While bytes are pending the connection is not read (no unbounded buffering).
-#[derive(Debug)]
-pub(super) struct EchoConn {
-    /// The connected socket (closed on drop).
-    pub(super) fd: OwnedFd,
-    /// Unsent bytes (`pending[sent..]`); empty on the fast path.
-    pending: Vec<u8>,
-    /// How much of `pending` has been sent.
-    sent: usize,
-}
-
-/// Why a connection must close.
-#[derive(Debug)]
-pub(super) struct Closed;
-
-impl EchoConn {
-    /// A connection with nothing pending.
-    pub(super) fn new(fd: OwnedFd) -> EchoConn {
-        EchoConn {
-            fd,
-            pending: Vec::new(),
-            sent: 0,
-        }
-    }
-
-    /// Whether a short write left bytes to send.
-    #[inline]
-    pub(super) fn has_pending(&self) -> bool {
-        !self.pending.is_empty()
-    }
-
-    /// Sends `data` (just read) with one `send`; a short write means the socket buffer is
-    /// full, so what it did not take is kept for [`flush`](Self::flush).
-    #[inline]
-    pub(super) fn echo(&mut self, data: &[u8]) -> Result<(), Closed> {
-        debug_assert!(!self.has_pending());
-        let done = loop {
-            match send(self.fd.as_raw_fd(), data) {
-                Ok(n) => break n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break 0,
-                Err(_) => return Err(Closed),
-            }
-        };
-        if done < data.len() {
-            self.pending.extend_from_slice(&data[done..]);
-            self.sent = 0;
-        }
-        Ok(())
-    }
-
-    /// Appends `data` behind the pending bytes (sent by [`flush`](Self::flush)).
-    pub(super) fn queue(&mut self, data: &[u8]) {
-        self.pending.extend_from_slice(data);
-    }
-
-    /// Sends pending bytes; `Ok(true)` once all are gone (the buffer is released).
-    pub(super) fn flush(&mut self) -> Result<bool, Closed> {
-        while self.sent < self.pending.len() {
-            match send(self.fd.as_raw_fd(), &self.pending[self.sent..]) {
-                Ok(n) => self.sent += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
-                Err(_) => return Err(Closed),
-            }
-        }
-        self.pending = Vec::new();
-        self.sent = 0;
-        Ok(true)
-    }
-}
-
-/// `CLOCK_MONOTONIC` in nanoseconds.
-pub(super) fn now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a live, writable timespec; CLOCK_MONOTONIC always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &raw mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-/// Sleeps until `CLOCK_MONOTONIC` reaches `deadline_ns` (absolute; retried on signals).
-pub(super) fn sleep_until_ns(deadline_ns: u64) {
-    let ts = libc::timespec {
-        tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
-        tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
-    };
-    loop {
-        // SAFETY: `ts` is a live timespec; the remaining-time pointer may be null with
-        // TIMER_ABSTIME.
-        let rc = unsafe {
-            libc::clock_nanosleep(
-                libc::CLOCK_MONOTONIC,
-                libc::TIMER_ABSTIME,
-                &raw const ts,
-                std::ptr::null_mut(),
-            )
-        };
-        if rc != libc::EINTR {
-            return;
-        }
-    }
-}
-
-/// Sets this thread's timer slack to 1 ns, so short sleeps end on time (the default slack is
-/// 50 µs).
-pub(super) fn set_timer_slack_1ns() {
-    // SAFETY: PR_SET_TIMERSLACK takes an integer argument; no pointers.
-    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
 }
