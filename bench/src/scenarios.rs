@@ -16,6 +16,7 @@ use std::io;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use crate::error::Error;
 use crate::helpers::{fmt_num, quantiles, raise_nofile_limit, utc_now};
 use crate::model::{
     Claim, ContenderInfo, Meta, MetricSpec, RunResults, Sample, ScenarioResult, Stats,
@@ -68,7 +69,7 @@ struct Opts {
     only: Option<Vec<String>>,
 }
 
-fn parse(args: &[String]) -> Result<Opts, String> {
+fn parse(args: &[String]) -> Result<Opts, Error> {
     let mut o = Opts {
         scenarios: Vec::new(),
         quick: false,
@@ -84,7 +85,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
         let mut value = |name: &str| {
             it.next()
                 .cloned()
-                .ok_or_else(|| format!("{name} needs a value"))
+                .ok_or_else(|| Error::usage(format!("{name} needs a value")))
         };
         match a.as_str() {
             "--quick" => o.quick = true,
@@ -95,7 +96,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
                     .parse()
                     .ok()
                     .filter(|&r: &u32| (1..=100).contains(&r))
-                    .ok_or("--rounds takes 1..=100")?;
+                    .ok_or_else(|| Error::usage("--rounds takes 1..=100"))?;
                 rounds_set = true;
             }
             "--rate" => {
@@ -104,7 +105,9 @@ fn parse(args: &[String]) -> Result<Opts, String> {
                         .parse()
                         .ok()
                         .filter(|&r: &f64| r >= 1.0 && r.is_finite())
-                        .ok_or("--rate takes a number of requests per second ≥ 1")?,
+                        .ok_or_else(|| {
+                            Error::usage("--rate takes a number of requests per second ≥ 1")
+                        })?,
                 )
             }
             "--contenders" => {
@@ -115,13 +118,13 @@ fn parse(args: &[String]) -> Result<Opts, String> {
                         .collect(),
                 )
             }
-            "-h" | "--help" => return Err(String::new()),
+            "-h" | "--help" => return Err(Error::Help),
             s if SCENARIOS.contains(&s) => {
                 if !o.scenarios.iter().any(|x| x == s) {
                     o.scenarios.push(s.to_string());
                 }
             }
-            s => return Err(format!("unknown argument {s:?}")),
+            s => return Err(Error::usage(format!("unknown argument {s:?}"))),
         }
     }
     if o.scenarios.is_empty() {
@@ -492,13 +495,13 @@ fn meta(ctx: &Ctx, args: &[String], wall: Duration) -> Meta {
 pub(crate) fn main(args: &[String]) -> ! {
     let opts = match parse(args) {
         Ok(o) => o,
+        Err(Error::Help) => {
+            println!("{USAGE}");
+            std::process::exit(0);
+        }
         Err(e) => {
-            if e.is_empty() {
-                println!("{USAGE}");
-                std::process::exit(0);
-            }
             eprintln!("weir-bench: {e}\n{USAGE}");
-            std::process::exit(2);
+            std::process::exit(e.exit_code());
         }
     };
     // The idle scenario holds 10 000+ sockets (it says so itself if the limit is too low).
@@ -583,8 +586,27 @@ mod tests {
         assert_eq!(o.scenarios, ["echo", "timers"]);
         assert!(o.quick);
         assert_eq!(o.rounds, 1);
-        assert!(parse(&["nope".into()]).is_err());
-        assert!(parse(&["--rounds".into(), "0".into()]).is_err());
+        assert!(matches!(parse(&["nope".into()]), Err(Error::Usage(_))));
+        assert!(matches!(
+            parse(&["--rounds".into(), "0".into()]),
+            Err(Error::Usage(_))
+        ));
         assert_eq!(parse(&[]).unwrap().scenarios.len(), SCENARIOS.len());
+    }
+
+    /// `--help` is not an error of the command line: it exits 0, a wrong argument exits 2.
+    #[test]
+    fn help_and_usage_exit_codes() {
+        let help = parse(&["echo".into(), "--help".into()]).unwrap_err();
+        assert!(matches!(help, Error::Help));
+        assert_eq!(help.exit_code(), 0);
+        let bad = parse(&["--rate".into(), "0".into()]).unwrap_err();
+        assert_eq!(bad.exit_code(), 2);
+        assert_eq!(
+            bad.to_string(),
+            "--rate takes a number of requests per second ≥ 1"
+        );
+        let missing = parse(&["--out".into()]).unwrap_err();
+        assert_eq!(missing.to_string(), "--out needs a value");
     }
 }
