@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::error::Error;
-use crate::helpers::{fmt_num, quantiles, raise_nofile_limit, utc_now};
+use crate::helpers::{fmt_num, latency_distribution, raise_nofile_limit, utc_now};
 use crate::model::{
     Claim, ContenderInfo, Meta, MetricSpec, RunResults, Sample, ScenarioResult, Stats,
 };
@@ -375,12 +375,12 @@ fn run_rounds(
                         if let Some(e) = m.metrics.get("errors").filter(|&&e| e > 0.0) {
                             ctx.errors.push(format!("{label}: {e} errors"));
                         }
-                        // Stored with 0.01 µs resolution to keep results.json small.
-                        let latency_quantiles_us = m.latency_us.and_then(|mut v| {
-                            quantiles(&mut v).map(|q| {
-                                q.into_iter().map(|x| (x * 100.0).round() / 100.0).collect()
-                            })
-                        });
+                        // Only measured rounds keep their distribution (no table or plot
+                        // reads a warm-up's), compacted for results.json.
+                        let latency_quantiles_us = m
+                            .latency_us
+                            .filter(|_| round != 0)
+                            .and_then(|mut v| latency_distribution(&mut v));
                         sc.samples.push(Sample {
                             case: case.to_string(),
                             contender: cont.name.to_string(),
