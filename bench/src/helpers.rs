@@ -3,7 +3,7 @@
 
 use std::io;
 
-use crate::model::QUANTILES;
+use crate::model::LATENCY_Q;
 
 /// Raises this process's soft `RLIMIT_NOFILE` to its hard limit (to the kernel's `fs.nr_open`
 /// when the hard limit is unlimited, since no soft limit may exceed that) and returns the soft
@@ -79,9 +79,9 @@ pub(crate) fn fmt_num(value: f64) -> String {
 /// the position that linear interpolation would use. `q = 0` is the minimum, `q = 1` the
 /// maximum, `q = 0.5` of an even count the upper middle sample. 0 when `sorted` is empty.
 ///
-/// It applies alike to raw samples and to a stored distribution from [`quantiles`]: the
-/// points are themselves sorted samples, so `quantile_at(&quantiles(v)?, q)` picks the stored
-/// point nearest to `q`.
+/// A round's p50/p99/p99.9 are taken with it from the round's raw samples ([`sorted`]); its
+/// stored distribution ([`latency_distribution`]) is the same rule at each q of
+/// [`LATENCY_Q`].
 pub(crate) fn quantile_at(sorted: &[f64], q: f64) -> f64 {
     let Some(last) = sorted.len().checked_sub(1) else {
         return 0.0;
@@ -90,18 +90,50 @@ pub(crate) fn quantile_at(sorted: &[f64], q: f64) -> f64 {
     sorted[i.min(last)]
 }
 
-/// Sorts `samples` and returns their distribution as [`QUANTILES`] points, the point `i` being
-/// [`quantile_at`] `i / (QUANTILES − 1)`. Empty input gives `None`.
-pub(crate) fn quantiles(samples: &mut [f64]) -> Option<Vec<f64>> {
+/// A sorted copy of `samples`, for [`quantile_at`]; `None` when there are none.
+pub(crate) fn sorted(samples: &[f64]) -> Option<Vec<f64>> {
+    if samples.is_empty() {
+        return None;
+    }
+    let mut v = samples.to_vec();
+    v.sort_by(f64::total_cmp);
+    Some(v)
+}
+
+/// Sorts `samples` and returns their distribution as results.json stores it: the sample at
+/// each quantile of [`LATENCY_Q`] ([`quantile_at`]), rounded by [`round_latency`]. Empty input
+/// gives `None`.
+pub(crate) fn latency_distribution(samples: &mut [f64]) -> Option<Vec<f64>> {
     if samples.is_empty() {
         return None;
     }
     samples.sort_by(f64::total_cmp);
     Some(
-        (0..QUANTILES)
-            .map(|i| quantile_at(samples, i as f64 / (QUANTILES - 1) as f64))
+        LATENCY_Q
+            .iter()
+            .map(|&q| round_latency(quantile_at(samples, q)))
             .collect(),
     )
+}
+
+/// A latency in µs rounded for storage: to 4 significant digits, and never finer than 0.01 µs
+/// (`1052.37` → `1052`, `24.537` → `24.54`, `0.805` → `0.81`). A thousandth of the value is
+/// below a pixel on any plot and far below the run-to-run spread. Non-finite values and 0
+/// are kept as they are.
+pub(crate) fn round_latency(us: f64) -> f64 {
+    if !us.is_finite() || us == 0.0 {
+        return us;
+    }
+    let decimals = (3 - us.abs().log10().floor() as i32).min(2);
+    // An integer divided or multiplied by an exact power of ten: the nearest f64 to the
+    // rounded decimal, which serializes as that decimal.
+    if decimals >= 0 {
+        let scale = 10f64.powi(decimals);
+        (us * scale).round() / scale
+    } else {
+        let scale = 10f64.powi(-decimals);
+        (us / scale).round() * scale
+    }
 }
 
 /// Now (UTC) as `YYYY-MM-DDTHH:MM:SSZ`.
@@ -182,14 +214,43 @@ mod tests {
     }
 
     #[test]
-    fn quantile_points() {
+    fn latency_distribution_points() {
         let mut v: Vec<f64> = (0..=1000).rev().map(f64::from).collect();
-        let q = quantiles(&mut v).unwrap();
-        assert_eq!(q.len(), QUANTILES);
-        assert_eq!(quantile_at(&q, 0.5), 500.0);
-        assert_eq!(quantile_at(&q, 0.99), 990.0);
-        assert_eq!(quantile_at(&q, 1.0), 1000.0);
-        assert_eq!(quantiles(&mut []), None);
+        let q = latency_distribution(&mut v).unwrap();
+        assert_eq!(q.len(), LATENCY_Q.len());
+        // Sample k of 0..=1000 sits at quantile k / 1000: every point is its own q.
+        for (x, q) in q.iter().zip(LATENCY_Q) {
+            assert_eq!(*x, (q * 1000.0).round(), "at q = {q}");
+        }
+        assert_eq!(q[100], 500.0);
+        assert_eq!(q[198], 990.0);
+        assert_eq!(q[207], 999.0);
+        assert_eq!(q[208], 1000.0);
+        assert_eq!(latency_distribution(&mut []), None);
+        // The same points as the percentile definition on the raw samples.
+        let raw: Vec<f64> = (0..3000).map(|i| f64::from(i % 977) * 1.37).collect();
+        let s = sorted(&raw).unwrap();
+        let d = latency_distribution(&mut raw.clone()).unwrap();
+        for (x, &q) in d.iter().zip(&LATENCY_Q) {
+            assert_eq!(*x, round_latency(quantile_at(&s, q)), "at q = {q}");
+        }
+        assert_eq!(sorted(&[]), None);
+    }
+
+    #[test]
+    fn latency_rounding() {
+        assert_eq!(round_latency(1052.37), 1052.0);
+        assert_eq!(round_latency(24.537), 24.54);
+        assert_eq!(round_latency(0.8051), 0.81);
+        assert_eq!(round_latency(0.004), 0.0);
+        assert_eq!(round_latency(123.45678), 123.5);
+        assert_eq!(round_latency(12_345.6), 12_350.0);
+        assert_eq!(round_latency(-4.5678), -4.57);
+        assert_eq!(round_latency(0.0), 0.0);
+        assert!(round_latency(f64::NAN).is_nan());
+        // What serde_json writes is the short decimal.
+        let json = serde_json::to_string(&[round_latency(24.537), round_latency(123.45678)]);
+        assert_eq!(json.unwrap(), "[24.54,123.5]");
     }
 
     #[test]

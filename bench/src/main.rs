@@ -17,6 +17,7 @@
 //! (e.g. one started with `weir-bench __server --kind http …`, under `strace -c` or
 //! `valgrind --tool=callgrind`) and prints what it measured.
 
+mod error;
 mod helpers;
 mod inproc;
 mod load;

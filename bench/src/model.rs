@@ -9,10 +9,31 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-/// Number of points in a stored latency distribution: quantiles `i / (QUANTILES - 1)` for
-/// `i = 0 ..= QUANTILES - 1`, i.e. q = 0, 0.001, …, 1 (made by
-/// [`quantiles`](crate::helpers::quantiles)).
-pub(crate) const QUANTILES: usize = 1001;
+/// Points of a stored latency distribution: 199 up to q = 0.99, 10 above it.
+pub(crate) const LATENCY_POINTS: usize = 209;
+
+/// The quantiles a round's latency distribution is stored at ([`Sample::latency_quantiles_us`]
+/// holds the latency at each): q = 0, 0.005, 0.010, …, 0.990 in steps of 0.005, then 0.991,
+/// 0.992, …, 1 in steps of 0.001 — every thousandth in the tail, where latency
+/// distributions spread out. Each q is an exact number of thousandths `k / 1000`.
+///
+/// A CDF plot is about 350 pixels high, so the body needs no finer steps: 1001 uniform points
+/// (what weir-bench stored before) took five times the bytes for curves that differ by at
+/// most 2 pixels. results.json records the grid as `latency_q`.
+pub(crate) const LATENCY_Q: [f64; LATENCY_POINTS] = latency_q();
+
+/// [`LATENCY_Q`], computed.
+const fn latency_q() -> [f64; LATENCY_POINTS] {
+    let mut q = [0.0; LATENCY_POINTS];
+    let mut i = 0;
+    while i < LATENCY_POINTS {
+        // Thousandths: 0, 5, …, 990 for the first 199 points, then 991, …, 1000.
+        let k = if i < 199 { i * 5 } else { 990 + (i - 198) };
+        q[i] = k as f64 / 1000.0;
+        i += 1;
+    }
+    q
+}
 
 /// The whole run.
 #[derive(Debug, Serialize)]
@@ -107,8 +128,9 @@ pub(crate) struct Sample {
     pub(crate) warmup: bool,
     /// Named values, e.g. `msgs_per_s`, `cpu_us_per_msg`, `ctx_per_msg`, `rss_kib`.
     pub(crate) metrics: BTreeMap<String, f64>,
-    /// Latency distribution of this round in µs, [`QUANTILES`] points, if the scenario
-    /// measures latency.
+    /// Latency distribution of this round in µs: the latency at each quantile of
+    /// [`LATENCY_Q`], if the scenario measures latency. Measured rounds only: a warm-up round
+    /// keeps its metrics, but no table or plot reads its distribution.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) latency_quantiles_us: Option<Vec<f64>>,
 }
@@ -130,7 +152,8 @@ pub(crate) struct Claim {
 pub(crate) enum PlotSpec {
     /// Bars of the median of `metric` per contender, with min–max whiskers, one group per case.
     Bars { metric: String, file: String },
-    /// Latency CDF per contender of one case, from the rounds' pooled quantiles; log-scale x.
+    /// Latency CDF per contender of one case, from the rounds' pooled distributions; log-scale
+    /// x.
     Cdf { case: String, file: String },
     /// `metric` (median, min–max) against [`ContenderInfo::param`] for contenders that have
     /// one; `baseline_line` draws the baseline contender's median as a horizontal line.
@@ -213,6 +236,23 @@ impl Stats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn latency_quantile_grid() {
+        assert_eq!(LATENCY_Q[0], 0.0);
+        assert_eq!(LATENCY_Q[1], 0.005);
+        assert_eq!(LATENCY_Q[100], 0.5);
+        assert_eq!(LATENCY_Q[198], 0.99);
+        assert_eq!(LATENCY_Q[199], 0.991);
+        assert_eq!(LATENCY_Q[207], 0.999);
+        assert_eq!(LATENCY_Q[LATENCY_POINTS - 1], 1.0);
+        assert!(LATENCY_Q.windows(2).all(|w| w[0] < w[1]));
+        // Each point is a whole number of thousandths, as literals write them.
+        for q in LATENCY_Q {
+            let k = (q * 1000.0).round();
+            assert_eq!(q, k / 1000.0);
+        }
+    }
 
     #[test]
     fn stats_median() {

@@ -16,7 +16,8 @@ use std::io;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::helpers::{fmt_num, quantiles, raise_nofile_limit, utc_now};
+use crate::error::Error;
+use crate::helpers::{fmt_num, latency_distribution, raise_nofile_limit, utc_now};
 use crate::model::{
     Claim, ContenderInfo, Meta, MetricSpec, RunResults, Sample, ScenarioResult, Stats,
 };
@@ -68,7 +69,7 @@ struct Opts {
     only: Option<Vec<String>>,
 }
 
-fn parse(args: &[String]) -> Result<Opts, String> {
+fn parse(args: &[String]) -> Result<Opts, Error> {
     let mut o = Opts {
         scenarios: Vec::new(),
         quick: false,
@@ -84,7 +85,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
         let mut value = |name: &str| {
             it.next()
                 .cloned()
-                .ok_or_else(|| format!("{name} needs a value"))
+                .ok_or_else(|| Error::usage(format!("{name} needs a value")))
         };
         match a.as_str() {
             "--quick" => o.quick = true,
@@ -95,7 +96,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
                     .parse()
                     .ok()
                     .filter(|&r: &u32| (1..=100).contains(&r))
-                    .ok_or("--rounds takes 1..=100")?;
+                    .ok_or_else(|| Error::usage("--rounds takes 1..=100"))?;
                 rounds_set = true;
             }
             "--rate" => {
@@ -104,7 +105,9 @@ fn parse(args: &[String]) -> Result<Opts, String> {
                         .parse()
                         .ok()
                         .filter(|&r: &f64| r >= 1.0 && r.is_finite())
-                        .ok_or("--rate takes a number of requests per second ≥ 1")?,
+                        .ok_or_else(|| {
+                            Error::usage("--rate takes a number of requests per second ≥ 1")
+                        })?,
                 )
             }
             "--contenders" => {
@@ -115,13 +118,13 @@ fn parse(args: &[String]) -> Result<Opts, String> {
                         .collect(),
                 )
             }
-            "-h" | "--help" => return Err(String::new()),
+            "-h" | "--help" => return Err(Error::Help),
             s if SCENARIOS.contains(&s) => {
                 if !o.scenarios.iter().any(|x| x == s) {
                     o.scenarios.push(s.to_string());
                 }
             }
-            s => return Err(format!("unknown argument {s:?}")),
+            s => return Err(Error::usage(format!("unknown argument {s:?}"))),
         }
     }
     if o.scenarios.is_empty() {
@@ -372,12 +375,12 @@ fn run_rounds(
                         if let Some(e) = m.metrics.get("errors").filter(|&&e| e > 0.0) {
                             ctx.errors.push(format!("{label}: {e} errors"));
                         }
-                        // Stored with 0.01 µs resolution to keep results.json small.
-                        let latency_quantiles_us = m.latency_us.and_then(|mut v| {
-                            quantiles(&mut v).map(|q| {
-                                q.into_iter().map(|x| (x * 100.0).round() / 100.0).collect()
-                            })
-                        });
+                        // Only measured rounds keep their distribution (no table or plot
+                        // reads a warm-up's), compacted for results.json.
+                        let latency_quantiles_us = m
+                            .latency_us
+                            .filter(|_| round != 0)
+                            .and_then(|mut v| latency_distribution(&mut v));
                         sc.samples.push(Sample {
                             case: case.to_string(),
                             contender: cont.name.to_string(),
@@ -492,13 +495,13 @@ fn meta(ctx: &Ctx, args: &[String], wall: Duration) -> Meta {
 pub(crate) fn main(args: &[String]) -> ! {
     let opts = match parse(args) {
         Ok(o) => o,
+        Err(Error::Help) => {
+            println!("{USAGE}");
+            std::process::exit(0);
+        }
         Err(e) => {
-            if e.is_empty() {
-                println!("{USAGE}");
-                std::process::exit(0);
-            }
             eprintln!("weir-bench: {e}\n{USAGE}");
-            std::process::exit(2);
+            std::process::exit(e.exit_code());
         }
     };
     // The idle scenario holds 10 000+ sockets (it says so itself if the limit is too low).
@@ -583,8 +586,27 @@ mod tests {
         assert_eq!(o.scenarios, ["echo", "timers"]);
         assert!(o.quick);
         assert_eq!(o.rounds, 1);
-        assert!(parse(&["nope".into()]).is_err());
-        assert!(parse(&["--rounds".into(), "0".into()]).is_err());
+        assert!(matches!(parse(&["nope".into()]), Err(Error::Usage(_))));
+        assert!(matches!(
+            parse(&["--rounds".into(), "0".into()]),
+            Err(Error::Usage(_))
+        ));
         assert_eq!(parse(&[]).unwrap().scenarios.len(), SCENARIOS.len());
+    }
+
+    /// `--help` is not an error of the command line: it exits 0, a wrong argument exits 2.
+    #[test]
+    fn help_and_usage_exit_codes() {
+        let help = parse(&["echo".into(), "--help".into()]).unwrap_err();
+        assert!(matches!(help, Error::Help));
+        assert_eq!(help.exit_code(), 0);
+        let bad = parse(&["--rate".into(), "0".into()]).unwrap_err();
+        assert_eq!(bad.exit_code(), 2);
+        assert_eq!(
+            bad.to_string(),
+            "--rate takes a number of requests per second ≥ 1"
+        );
+        let missing = parse(&["--out".into()]).unwrap_err();
+        assert_eq!(missing.to_string(), "--out needs a value");
     }
 }

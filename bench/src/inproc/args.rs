@@ -6,6 +6,8 @@
 
 use std::fmt;
 
+use crate::error::Error;
+
 /// Which contender runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Rt {
@@ -54,7 +56,7 @@ pub(crate) struct Args {
 
 /// Parses `args`; `value_flags` are the mode's own flags that take a value (each with its
 /// leading `--`).
-pub(crate) fn parse(args: &[String], value_flags: &[&'static str]) -> Result<Args, String> {
+pub(crate) fn parse(args: &[String], value_flags: &[&'static str]) -> Result<Args, Error> {
     let mut rt = None;
     let mut flavor = None;
     let mut quick = false;
@@ -67,10 +69,10 @@ pub(crate) fn parse(args: &[String], value_flags: &[&'static str]) -> Result<Arg
         };
         if name == "--quick" {
             if inline.is_some() {
-                return Err("--quick takes no value".into());
+                return Err(Error::usage("--quick takes no value"));
             }
             if quick {
-                return Err("--quick given twice".into());
+                return Err(Error::usage("--quick given twice"));
             }
             quick = true;
             continue;
@@ -81,47 +83,51 @@ pub(crate) fn parse(args: &[String], value_flags: &[&'static str]) -> Result<Arg
             .find(|&&f| f == name)
             .copied();
         let Some(flag) = known else {
-            return Err(format!(
+            return Err(Error::usage(format!(
                 "unknown argument `{arg}` (expected --rt, --flavor, --quick{})",
                 value_flags
                     .iter()
                     .map(|f| format!(", {f}"))
                     .collect::<String>()
-            ));
+            )));
         };
         let value = match inline {
             Some(v) => v,
             None => it
                 .next()
                 .cloned()
-                .ok_or_else(|| format!("{flag} needs a value"))?,
+                .ok_or_else(|| Error::usage(format!("{flag} needs a value")))?,
         };
         match flag {
             "--rt" => {
                 if rt.is_some() {
-                    return Err("--rt given twice".into());
+                    return Err(Error::usage("--rt given twice"));
                 }
                 rt = Some(parse_rt(&value)?);
             }
             "--flavor" => {
                 if flavor.is_some() {
-                    return Err("--flavor given twice".into());
+                    return Err(Error::usage("--flavor given twice"));
                 }
                 flavor = Some(match value.as_str() {
                     "mt" => Flavor::Mt,
                     "ct" => Flavor::Ct,
-                    other => return Err(format!("--flavor must be mt or ct, not `{other}`")),
+                    other => {
+                        return Err(Error::usage(format!(
+                            "--flavor must be mt or ct, not `{other}`"
+                        )));
+                    }
                 });
             }
             _ => {
                 if values.iter().any(|(f, _)| *f == flag) {
-                    return Err(format!("{flag} given twice"));
+                    return Err(Error::usage(format!("{flag} given twice")));
                 }
                 values.push((flag, value));
             }
         }
     }
-    let rt = rt.ok_or("--rt weir|tokio|raw-epoll|busy-loop is required")?;
+    let rt = rt.ok_or_else(|| Error::usage("--rt weir|tokio|raw-epoll|busy-loop is required"))?;
     Ok(Args {
         rt,
         flavor: flavor.unwrap_or(Flavor::Mt),
@@ -130,15 +136,15 @@ pub(crate) fn parse(args: &[String], value_flags: &[&'static str]) -> Result<Arg
     })
 }
 
-fn parse_rt(s: &str) -> Result<Rt, String> {
+fn parse_rt(s: &str) -> Result<Rt, Error> {
     match s {
         "weir" => Ok(Rt::Weir),
         "tokio" => Ok(Rt::Tokio),
         "raw-epoll" => Ok(Rt::RawEpoll),
         "busy-loop" => Ok(Rt::BusyLoop),
-        other => Err(format!(
+        other => Err(Error::usage(format!(
             "--rt must be weir, tokio, raw-epoll or busy-loop, not `{other}`"
-        )),
+        ))),
     }
 }
 
@@ -153,23 +159,27 @@ impl Args {
 
     /// `flag` as a positive, finite number of seconds (or any positive factor); `default` if
     /// absent.
-    pub(crate) fn positive_f64(&self, flag: &str, default: f64) -> Result<f64, String> {
+    pub(crate) fn positive_f64(&self, flag: &str, default: f64) -> Result<f64, Error> {
         match self.raw(flag) {
             None => Ok(default),
             Some(v) => match v.parse::<f64>() {
                 Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
-                _ => Err(format!("{flag} must be a positive number, not `{v}`")),
+                _ => Err(Error::usage(format!(
+                    "{flag} must be a positive number, not `{v}`"
+                ))),
             },
         }
     }
 
     /// `flag` as an integer of at least 1; `default` if absent.
-    pub(crate) fn positive_usize(&self, flag: &str, default: usize) -> Result<usize, String> {
+    pub(crate) fn positive_usize(&self, flag: &str, default: usize) -> Result<usize, Error> {
         match self.raw(flag) {
             None => Ok(default),
             Some(v) => match v.parse::<usize>() {
                 Ok(x) if x >= 1 => Ok(x),
-                _ => Err(format!("{flag} must be an integer >= 1, not `{v}`")),
+                _ => Err(Error::usage(format!(
+                    "{flag} must be an integer >= 1, not `{v}`"
+                ))),
             },
         }
     }
@@ -218,13 +228,21 @@ mod tests {
             &["--rt", "weir", "stray"],
         ];
         for b in bad {
-            assert!(parse(&s(b), &["--pipes"]).is_err(), "{b:?} was accepted");
+            let r = parse(&s(b), &["--pipes"]);
+            assert!(matches!(r, Err(Error::Usage(_))), "{b:?}: {r:?}");
+        }
+        fn usage<T>(r: Result<T, Error>) -> bool {
+            matches!(r, Err(Error::Usage(_)))
         }
         let a = parse(&s(&["--rt", "tokio", "--pipes", "0"]), &["--pipes"]).unwrap();
-        assert!(a.positive_usize("--pipes", 1).is_err());
+        assert!(usage(a.positive_usize("--pipes", 1)));
         let a = parse(&s(&["--rt", "tokio", "--secs", "-1"]), &["--secs"]).unwrap();
-        assert!(a.positive_f64("--secs", 1.0).is_err());
+        assert!(usage(a.positive_f64("--secs", 1.0)));
         let a = parse(&s(&["--rt", "tokio", "--secs", "inf"]), &["--secs"]).unwrap();
-        assert!(a.positive_f64("--secs", 1.0).is_err());
+        assert!(usage(a.positive_f64("--secs", 1.0)));
+        assert_eq!(
+            a.positive_f64("--secs", 1.0).unwrap_err().to_string(),
+            "--secs must be a positive number, not `inf`"
+        );
     }
 }

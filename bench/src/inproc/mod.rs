@@ -2,7 +2,8 @@
 //!
 //! Each entry point runs one contender (`--rt weir|tokio|raw-epoll|busy-loop`, `--flavor mt|ct`),
 //! prints exactly one line `RESULT <json>` on stdout and exits 0; on bad flags or a failure it
-//! prints a message on stderr and exits non-zero. The JSON is
+//! prints a message on stderr and exits 1 (the orchestrator counts any other exit as a failed
+//! round; it never passes a wrong command line). The JSON is
 //! `{"cases": {"<case>": {"metrics": {"<key>": <f64>, …}, "latency_us": [<f64>, …]}}}`, where
 //! `latency_us` (raw samples) is present only for latency cases.
 //!
@@ -25,11 +26,13 @@ use std::io::Write;
 use args::Flavor;
 use serde::Serialize;
 
+use crate::error::Error;
+
 /// `weir-bench __pipes …`; never returns.
 pub(crate) fn pipes_main(args: &[String]) -> ! {
     match pipes::run(args) {
         Ok(never) => match never {},
-        Err(msg) => fail("__pipes", &msg),
+        Err(e) => fail("__pipes", &e),
     }
 }
 
@@ -37,7 +40,7 @@ pub(crate) fn pipes_main(args: &[String]) -> ! {
 pub(crate) fn timers_main(args: &[String]) -> ! {
     match timers::run(args) {
         Ok(out) => emit(&out),
-        Err(msg) => fail("__timers", &msg),
+        Err(e) => fail("__timers", &e),
     }
 }
 
@@ -70,7 +73,10 @@ impl CaseOut {
 fn emit(out: &Output) -> ! {
     let json = match serde_json::to_string(out) {
         Ok(j) => j,
-        Err(e) => fail("result", &format!("cannot serialize the result: {e}")),
+        Err(e) => fail(
+            "result",
+            &Error::run_because("cannot serialize the result", e),
+        ),
     };
     let mut stdout = std::io::stdout().lock();
     if writeln!(stdout, "RESULT {json}")
@@ -83,9 +89,10 @@ fn emit(out: &Output) -> ! {
     std::process::exit(0)
 }
 
-/// Prints `weir-bench <what>: error: <msg>` on stderr and exits 1.
-fn fail(what: &str, msg: &str) -> ! {
-    eprintln!("weir-bench {what}: error: {msg}");
+/// Prints `weir-bench <what>: error: <e>` on stderr and exits 1, whatever the kind of error:
+/// these children are the orchestrator's, which tells a failed round by any non-zero status.
+fn fail(what: &str, e: &Error) -> ! {
+    eprintln!("weir-bench {what}: error: {e}");
     std::process::exit(1)
 }
 
@@ -138,7 +145,7 @@ impl XorShift {
 }
 
 /// The weir runtime of a flavour: 2 workers (`mt`) or current-thread.
-pub(super) fn build_weir(flavor: Flavor) -> Result<weir::runtime::Runtime, String> {
+pub(super) fn build_weir(flavor: Flavor) -> Result<weir::runtime::Runtime, Error> {
     build_weir_workers(flavor, 2)
 }
 
@@ -146,18 +153,18 @@ pub(super) fn build_weir(flavor: Flavor) -> Result<weir::runtime::Runtime, Strin
 pub(super) fn build_weir_workers(
     flavor: Flavor,
     workers: usize,
-) -> Result<weir::runtime::Runtime, String> {
+) -> Result<weir::runtime::Runtime, Error> {
     match flavor {
         Flavor::Mt => weir::runtime::Builder::new_multi_thread()
             .workers(workers)
             .build(),
         Flavor::Ct => weir::runtime::Builder::new_current_thread().build(),
     }
-    .map_err(|e| format!("cannot build the weir runtime: {e}"))
+    .map_err(|e| Error::run_because("cannot build the weir runtime", e))
 }
 
 /// The tokio runtime of a flavour, built like [`build_weir`]'s.
-pub(super) fn build_tokio(flavor: Flavor) -> Result<tokio::runtime::Runtime, String> {
+pub(super) fn build_tokio(flavor: Flavor) -> Result<tokio::runtime::Runtime, Error> {
     build_tokio_workers(flavor, 2)
 }
 
@@ -165,7 +172,7 @@ pub(super) fn build_tokio(flavor: Flavor) -> Result<tokio::runtime::Runtime, Str
 pub(super) fn build_tokio_workers(
     flavor: Flavor,
     workers: usize,
-) -> Result<tokio::runtime::Runtime, String> {
+) -> Result<tokio::runtime::Runtime, Error> {
     match flavor {
         Flavor::Mt => tokio::runtime::Builder::new_multi_thread()
             .worker_threads(workers)
@@ -175,7 +182,7 @@ pub(super) fn build_tokio_workers(
             .enable_all()
             .build(),
     }
-    .map_err(|e| format!("cannot build the tokio runtime: {e}"))
+    .map_err(|e| Error::run_because("cannot build the tokio runtime", e))
 }
 
 #[cfg(test)]

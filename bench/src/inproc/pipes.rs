@@ -55,6 +55,7 @@ use std::time::{Duration, Instant};
 
 use super::args::{self, Flavor, Rt};
 use super::{CaseOut, Output, XorShift, ratio};
+use crate::error::Error;
 
 /// Number of reader counter shards.
 const SHARDS: usize = 8;
@@ -141,7 +142,7 @@ struct Config {
 
 /// Parses the flags, sets up the pipes and runs the contender; returns only on a setup error
 /// (success ends the process from the controller thread).
-pub(super) fn run(argv: &[String]) -> Result<Infallible, String> {
+pub(super) fn run(argv: &[String]) -> Result<Infallible, Error> {
     let a = args::parse(argv, &["--pipes", "--secs", "--warmup", "--inflight"])?;
     let pipes = a.positive_usize("--pipes", 2000)?;
     let cfg = Config {
@@ -166,7 +167,7 @@ pub(super) fn run(argv: &[String]) -> Result<Infallible, String> {
     thread::Builder::new()
         .name("pipes-control".into())
         .spawn(move || controller(cfg, write_fds, weir_metrics))
-        .map_err(|e| format!("cannot start the controller thread: {e}"))?;
+        .map_err(|e| Error::os("cannot start the controller thread", e))?;
 
     // The runtimes are never dropped: the controller ends the process.
     match (cfg.rt, weir_rt) {
@@ -187,24 +188,24 @@ pub(super) fn run(argv: &[String]) -> Result<Infallible, String> {
         }
         (Rt::RawEpoll, _) => raw_epoll_reader(&reads),
         (Rt::BusyLoop, _) => busy_loop_reader(&reads),
-        (Rt::Weir, None) => return Err("the weir runtime was not built".into()),
+        (Rt::Weir, None) => return Err(Error::run("the weir runtime was not built")),
     }
-    Err("the reader stopped".into())
+    Err(Error::run("the reader stopped"))
 }
 
 /// Raises the soft `RLIMIT_NOFILE` as far as it goes; fails if that is below `needed`.
-fn raise_nofile(needed: usize) -> Result<(), String> {
-    let limit = crate::helpers::raise_nofile_limit().map_err(|e| format!("RLIMIT_NOFILE: {e}"))?;
+fn raise_nofile(needed: usize) -> Result<(), Error> {
+    let limit = crate::helpers::raise_nofile_limit().map_err(|e| Error::os("RLIMIT_NOFILE", e))?;
     if (limit as u128) < needed as u128 {
-        return Err(format!(
+        return Err(Error::unavailable(format!(
             "RLIMIT_NOFILE is {limit} but {needed} fds are needed; use fewer --pipes"
-        ));
+        )));
     }
     Ok(())
 }
 
 /// `n` nonblocking, close-on-exec pipes as (read ends, write ends).
-fn make_pipes(n: usize) -> Result<(Vec<OwnedFd>, Vec<OwnedFd>), String> {
+fn make_pipes(n: usize) -> Result<(Vec<OwnedFd>, Vec<OwnedFd>), Error> {
     let mut reads = Vec::with_capacity(n);
     let mut writes = Vec::with_capacity(n);
     for i in 0..n {
@@ -212,9 +213,9 @@ fn make_pipes(n: usize) -> Result<(Vec<OwnedFd>, Vec<OwnedFd>), String> {
         // SAFETY: `fds` is a writable array of the two ints `pipe2` fills.
         let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) };
         if rc != 0 {
-            return Err(format!(
-                "pipe2 (pipe {i} of {n}): {}",
-                io::Error::last_os_error()
+            return Err(Error::os(
+                format!("pipe2 (pipe {i} of {n})"),
+                io::Error::last_os_error(),
             ));
         }
         // SAFETY: `pipe2` succeeded, so both fds are new and owned by nothing else.
@@ -259,20 +260,20 @@ fn drain(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
 }
 
 /// Ends the process on a reader error.
-fn reader_failed(e: &io::Error) -> ! {
-    super::fail("__pipes", &format!("reader: {e}"))
+fn reader_failed(e: io::Error) -> ! {
+    super::fail("__pipes", &Error::os("reader", e))
 }
 
 /// weir reader task: `readable().await`, read until `EAGAIN`, clear readiness, repeat.
 async fn weir_reader(fd: OwnedFd) {
     let raw = fd.as_raw_fd();
     let afd = weir::io::unix::AsyncFd::with_interest(fd, weir::io::Interest::READABLE)
-        .unwrap_or_else(|e| reader_failed(&e));
+        .unwrap_or_else(|e| reader_failed(e));
     REGISTERED.fetch_add(1, Relaxed);
     let mut buf = [0u8; READ_BUF];
     loop {
-        let mut guard = afd.readable().await.unwrap_or_else(|e| reader_failed(&e));
-        let n = drain(raw, &mut buf).unwrap_or_else(|e| reader_failed(&e));
+        let mut guard = afd.readable().await.unwrap_or_else(|e| reader_failed(e));
+        let n = drain(raw, &mut buf).unwrap_or_else(|e| reader_failed(e));
         guard.clear_ready();
         if n > 0 {
             record(n);
@@ -288,12 +289,12 @@ async fn tokio_reader(fd: OwnedFd) {
     let afd = unsafe {
         tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)
     }
-    .unwrap_or_else(|e| reader_failed(&e.into()));
+    .unwrap_or_else(|e| reader_failed(e.into()));
     REGISTERED.fetch_add(1, Relaxed);
     let mut buf = [0u8; READ_BUF];
     loop {
-        let mut guard = afd.readable().await.unwrap_or_else(|e| reader_failed(&e));
-        let n = drain(raw, &mut buf).unwrap_or_else(|e| reader_failed(&e));
+        let mut guard = afd.readable().await.unwrap_or_else(|e| reader_failed(e));
+        let n = drain(raw, &mut buf).unwrap_or_else(|e| reader_failed(e));
         guard.clear_ready();
         if n > 0 {
             record(n);
@@ -307,7 +308,7 @@ fn raw_epoll_reader(reads: &[OwnedFd]) -> ! {
     // SAFETY: epoll_create1 takes no pointers; the result is checked before use.
     let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
     if ep < 0 {
-        reader_failed(&io::Error::last_os_error());
+        reader_failed(io::Error::last_os_error());
     }
     for (i, fd) in reads.iter().enumerate() {
         let mut ev = libc::epoll_event {
@@ -317,7 +318,7 @@ fn raw_epoll_reader(reads: &[OwnedFd]) -> ! {
         // SAFETY: `ep` is our epoll fd, `fd` an open read end, and `ev` a valid event read by
         // the call only.
         if unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd.as_raw_fd(), &mut ev) } != 0 {
-            reader_failed(&io::Error::last_os_error());
+            reader_failed(io::Error::last_os_error());
         }
         REGISTERED.fetch_add(1, Relaxed);
     }
@@ -332,7 +333,7 @@ fn raw_epoll_reader(reads: &[OwnedFd]) -> ! {
             if e.kind() == io::ErrorKind::Interrupted {
                 continue;
             }
-            reader_failed(&e);
+            reader_failed(e);
         }
         waits += 1;
         returned += n as u64;
@@ -340,7 +341,7 @@ fn raw_epoll_reader(reads: &[OwnedFd]) -> ! {
         RAW_EPOLL.b.store(returned, Relaxed);
         for ev in &events[..n as usize] {
             let fd = reads[ev.u64 as usize].as_raw_fd();
-            let got = drain(fd, &mut buf).unwrap_or_else(|e| reader_failed(&e));
+            let got = drain(fd, &mut buf).unwrap_or_else(|e| reader_failed(e));
             if got > 0 {
                 record(got);
             }
@@ -356,7 +357,7 @@ fn busy_loop_reader(reads: &[OwnedFd]) -> ! {
     loop {
         for &fd in &fds {
             match read_once(fd, &mut buf) {
-                Ok(0) => reader_failed(&io::Error::new(
+                Ok(0) => reader_failed(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
                     "a pipe's write end was closed",
                 )),
@@ -366,7 +367,7 @@ fn busy_loop_reader(reads: &[OwnedFd]) -> ! {
                         e.kind(),
                         io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
                     ) => {}
-                Err(e) => reader_failed(&e),
+                Err(e) => reader_failed(e),
             }
         }
     }
@@ -418,7 +419,7 @@ fn writer(fds: &[RawFd], inflight: u64) -> ! {
                     WRITER.b.store(full, Relaxed);
                 }
                 io::ErrorKind::Interrupted => {}
-                _ => super::fail("__pipes", &format!("writer: {e}")),
+                _ => super::fail("__pipes", &Error::os("writer", e)),
             }
         }
     }
@@ -488,12 +489,12 @@ fn controller(cfg: Config, write_fds: Vec<RawFd>, weir: Option<weir::runtime::Ru
         if start.elapsed() > SETUP_TIMEOUT {
             super::fail(
                 "__pipes",
-                &format!(
+                &Error::run(format!(
                     "only {} of {} read ends registered after {:?}",
                     REGISTERED.load(Relaxed),
                     cfg.pipes,
                     SETUP_TIMEOUT
-                ),
+                )),
             );
         }
         thread::sleep(Duration::from_millis(1));
@@ -502,7 +503,7 @@ fn controller(cfg: Config, write_fds: Vec<RawFd>, weir: Option<weir::runtime::Ru
     let w = thread::Builder::new()
         .name("pipes-writer".into())
         .spawn(move || writer(&write_fds, inflight))
-        .unwrap_or_else(|e| super::fail("__pipes", &format!("cannot start the writer: {e}")));
+        .unwrap_or_else(|e| super::fail("__pipes", &Error::os("cannot start the writer", e)));
     let mut clock: libc::clockid_t = 0;
     {
         use std::os::unix::thread::JoinHandleExt;
@@ -512,10 +513,7 @@ fn controller(cfg: Config, write_fds: Vec<RawFd>, weir: Option<weir::runtime::Ru
         if rc != 0 {
             super::fail(
                 "__pipes",
-                &format!(
-                    "pthread_getcpuclockid: {}",
-                    io::Error::from_raw_os_error(rc)
-                ),
+                &Error::os("pthread_getcpuclockid", io::Error::from_raw_os_error(rc)),
             );
         }
     }

@@ -44,6 +44,7 @@ use std::time::{Duration, Instant};
 
 use super::args::{self, Flavor, Rt};
 use super::{CaseOut, Output, XorShift};
+use crate::error::Error;
 use crate::helpers::quantile_at;
 
 /// Sleeps discarded before each precision case's samples.
@@ -107,7 +108,7 @@ enum Set {
 }
 
 /// Parses the flags, runs the contender, and returns its output.
-pub(super) fn run(argv: &[String]) -> Result<Output, String> {
+pub(super) fn run(argv: &[String]) -> Result<Output, Error> {
     let a = args::parse(
         argv,
         &[
@@ -119,40 +120,54 @@ pub(super) fn run(argv: &[String]) -> Result<Output, String> {
         ],
     )?;
     if !matches!(a.rt, Rt::Weir | Rt::Tokio | Rt::BusyLoop) {
-        return Err(format!(
+        return Err(Error::usage(format!(
             "--rt {} has no timers: __timers supports weir, tokio and busy-loop only",
             a.rt
-        ));
+        )));
     }
     let timer_spin = match a.raw("--timer-spin") {
         None => None,
-        Some(_) if a.rt != Rt::Weir => return Err("--timer-spin applies to --rt weir only".into()),
+        Some(_) if a.rt != Rt::Weir => {
+            return Err(Error::usage("--timer-spin applies to --rt weir only"));
+        }
         Some(_) => Some(Duration::from_micros(
             a.positive_usize("--timer-spin", 50)? as u64
         )),
     };
     let uring = match a.raw("--backend") {
         None => false,
-        Some(_) if a.rt != Rt::Weir => return Err("--backend applies to --rt weir only".into()),
+        Some(_) if a.rt != Rt::Weir => {
+            return Err(Error::usage("--backend applies to --rt weir only"));
+        }
         Some("io_uring") => true,
-        Some(other) => return Err(format!("--backend must be io_uring, not `{other}`")),
+        Some(other) => {
+            return Err(Error::usage(format!(
+                "--backend must be io_uring, not `{other}`"
+            )));
+        }
     };
     let weir_opts = WeirOpts { timer_spin, uring };
     let scale = a.positive_f64("--samples-scale", 1.0)?;
     let set = match a.raw("--set") {
         None | Some("classic") => Set::Classic,
         Some("user") => Set::User,
-        Some(other) => return Err(format!("--set must be classic or user, not `{other}`")),
+        Some(other) => {
+            return Err(Error::usage(format!(
+                "--set must be classic or user, not `{other}`"
+            )));
+        }
     };
     let workers = match a.raw("--workers") {
         _ if a.flavor == Flavor::Ct && a.raw("--workers").is_some() => {
-            return Err("--workers applies to --flavor mt only".into());
+            return Err(Error::usage("--workers applies to --flavor mt only"));
         }
         Some("all") => std::thread::available_parallelism().map_or(1, |n| n.get()),
         _ => a.positive_usize("--workers", 2)?,
     };
     if a.rt == Rt::BusyLoop && set != Set::User {
-        return Err("--rt busy-loop runs the user set only (--set user)".into());
+        return Err(Error::usage(
+            "--rt busy-loop runs the user set only (--set user)",
+        ));
     }
     let plan = match set {
         Set::Classic => plan(a.quick, scale),
@@ -165,10 +180,10 @@ pub(super) fn run(argv: &[String]) -> Result<Output, String> {
     };
     if set == Set::Classic {
         let Some(case) = out.cases.get("insert+cancel") else {
-            return Err("the insert+cancel case did not run".into());
+            return Err(Error::run("the insert+cancel case did not run"));
         };
         if case.metrics.get("ops").copied().unwrap_or(0.0) == 0.0 {
-            return Err("the insert+cancel case made no operations".into());
+            return Err(Error::run("the insert+cancel case made no operations"));
         }
     }
     Ok(out)
@@ -244,7 +259,7 @@ fn weir_runtime(
     flavor: Flavor,
     workers: usize,
     opts: WeirOpts,
-) -> Result<weir::runtime::Runtime, String> {
+) -> Result<weir::runtime::Runtime, Error> {
     if opts.timer_spin.is_none() && !opts.uring {
         return super::build_weir_workers(flavor, workers);
     }
@@ -264,17 +279,17 @@ fn weir_runtime(
             .backend_strict(true);
     }
     b.build()
-        .map_err(|e| format!("cannot build the weir runtime: {e}"))
+        .map_err(|e| Error::run_because("cannot build the weir runtime", e))
 }
 
-fn run_weir(flavor: Flavor, workers: usize, opts: WeirOpts, plan: Plan) -> Result<Output, String> {
+fn run_weir(flavor: Flavor, workers: usize, opts: WeirOpts, plan: Plan) -> Result<Output, Error> {
     let mut out = Output::default();
     if plan.cancel_secs.is_some() {
         // The classic set: every case in one task of one runtime.
         let rt = weir_runtime(flavor, workers, opts)?;
         return rt
             .block_on(async move { weir::spawn(classic_cases(weir::time::sleep, plan)).await })
-            .map_err(|e| format!("the weir timer task failed: {e}"));
+            .map_err(|e| Error::run_because("the weir timer task failed", e));
     }
     for case in plan.sleeps {
         let rt = weir_runtime(flavor, workers, opts)?;
@@ -283,27 +298,23 @@ fn run_weir(flavor: Flavor, workers: usize, opts: WeirOpts, plan: Plan) -> Resul
             Place::Main => rt.block_on(sleep_loop(weir::time::sleep, d, n)),
             Place::Spawned => rt
                 .block_on(async move { weir::spawn(sleep_loop(weir::time::sleep, d, n)).await })
-                .map_err(|e| format!("the weir timer task failed: {e}"))?,
-            Place::Many => rt.block_on(sleepers(
-                |t: Sleeper| {
-                    let h = weir::spawn(t);
-                    async move { h.await.map_err(|e| e.to_string()) }
-                },
-                || -> Sleeper { Box::pin(task_errors(weir::time::sleep, d, n)) },
-            ))?,
+                .map_err(|e| Error::run_because("the weir timer task failed", e))?,
+            Place::Many => rt.block_on(sleepers(weir::spawn::<Sleeper>, || -> Sleeper {
+                Box::pin(task_errors(weir::time::sleep, d, n))
+            }))?,
         };
         out.cases.insert(case.name.to_string(), c);
     }
     Ok(out)
 }
 
-fn run_tokio(flavor: Flavor, workers: usize, plan: Plan) -> Result<Output, String> {
+fn run_tokio(flavor: Flavor, workers: usize, plan: Plan) -> Result<Output, Error> {
     let mut out = Output::default();
     if plan.cancel_secs.is_some() {
         let rt = super::build_tokio_workers(flavor, workers)?;
         return rt
             .block_on(async move { tokio::spawn(classic_cases(tokio::time::sleep, plan)).await })
-            .map_err(|e| format!("the tokio timer task failed: {e}"));
+            .map_err(|e| Error::run_because("the tokio timer task failed", e));
     }
     for case in plan.sleeps {
         let rt = super::build_tokio_workers(flavor, workers)?;
@@ -312,14 +323,10 @@ fn run_tokio(flavor: Flavor, workers: usize, plan: Plan) -> Result<Output, Strin
             Place::Main => rt.block_on(sleep_loop(tokio::time::sleep, d, n)),
             Place::Spawned => rt
                 .block_on(async move { tokio::spawn(sleep_loop(tokio::time::sleep, d, n)).await })
-                .map_err(|e| format!("the tokio timer task failed: {e}"))?,
-            Place::Many => rt.block_on(sleepers(
-                |t: Sleeper| {
-                    let h = tokio::spawn(t);
-                    async move { h.await.map_err(|e| e.to_string()) }
-                },
-                || -> Sleeper { Box::pin(task_errors(tokio::time::sleep, d, n)) },
-            ))?,
+                .map_err(|e| Error::run_because("the tokio timer task failed", e))?,
+            Place::Many => rt.block_on(sleepers(tokio::spawn::<Sleeper>, || -> Sleeper {
+                Box::pin(task_errors(tokio::time::sleep, d, n))
+            }))?,
         };
         out.cases.insert(case.name.to_string(), c);
     }
@@ -430,10 +437,11 @@ where
 /// Spawns [`SLEEPERS`] tasks made by `task` with `spawn` (which spawns when called), awaits
 /// them all, and returns the case (every task's errors; CPU time over all sleeps, warm-up
 /// included).
-async fn sleepers<Sp, J, T>(spawn: Sp, task: T) -> Result<CaseOut, String>
+async fn sleepers<Sp, J, E, T>(spawn: Sp, task: T) -> Result<CaseOut, Error>
 where
     Sp: Fn(Sleeper) -> J,
-    J: Future<Output = Result<Vec<f64>, String>>,
+    J: Future<Output = Result<Vec<f64>, E>>,
+    E: std::error::Error + Send + Sync + 'static,
     T: Fn() -> Sleeper,
 {
     let cpu = super::process_cpu_us();
@@ -441,7 +449,10 @@ where
     let handles: Vec<J> = (0..SLEEPERS).map(|_| spawn(task())).collect();
     let mut errors = Vec::new();
     for h in handles {
-        errors.extend(h.await.map_err(|e| format!("a sleeper task failed: {e}"))?);
+        errors.extend(
+            h.await
+                .map_err(|e| Error::run_because("a sleeper task failed", e))?,
+        );
     }
     let cpu = super::process_cpu_us() - cpu;
     let sleeps = errors.len() + SLEEPERS;
@@ -527,10 +538,17 @@ mod tests {
 
     #[test]
     fn rejects_bad_set_and_workers() {
-        assert!(run(&argv(&["--rt", "weir", "--set", "both"])).is_err());
-        assert!(run(&argv(&["--rt", "weir", "--flavor", "ct", "--workers", "1"])).is_err());
-        assert!(run(&argv(&["--rt", "tokio", "--workers", "0"])).is_err());
-        assert!(run(&argv(&["--rt", "tokio", "--workers", "some"])).is_err());
+        for bad in [
+            &["--rt", "weir", "--set", "both"][..],
+            &["--rt", "weir", "--flavor", "ct", "--workers", "1"],
+            &["--rt", "tokio", "--workers", "0"],
+            &["--rt", "tokio", "--workers", "some"],
+            &["--rt", "tokio", "--timer-spin", "10"],
+            &["--rt", "busy-loop"],
+        ] {
+            let r = run(&argv(bad));
+            assert!(matches!(r, Err(Error::Usage(_))), "{bad:?}: {r:?}");
+        }
     }
 
     /// Every user case runs on both runtimes and every flavour, and no sleep ends early.
@@ -567,7 +585,12 @@ mod tests {
             .iter()
             .map(|s| s.to_string())
             .collect();
-        assert!(run(&argv).is_err());
+        let e = run(&argv).unwrap_err();
+        assert!(matches!(e, Error::Usage(_)), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "--rt raw-epoll has no timers: __timers supports weir, tokio and busy-loop only"
+        );
     }
 
     #[test]

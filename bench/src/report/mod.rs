@@ -15,8 +15,9 @@ use std::io::{self, BufWriter, Write as _};
 use std::path::Path;
 
 use plotters::style::{Color as _, HSLColor, RGBAColor, RGBColor};
+use serde::Serialize;
 
-use crate::model::{MetricSpec, RunResults, ScenarioResult};
+use crate::model::{LATENCY_Q, Meta, MetricSpec, RunResults, ScenarioResult};
 
 /// Writes `results.json`, `report.md` and the plots into `dir` (created if missing).
 ///
@@ -24,10 +25,7 @@ use crate::model::{MetricSpec, RunResults, ScenarioResult};
 pub(crate) fn write(results: &RunResults, dir: &Path) -> io::Result<()> {
     fs::create_dir_all(dir)?;
 
-    let mut json = BufWriter::new(fs::File::create(dir.join("results.json"))?);
-    serde_json::to_writer(&mut json, results)?;
-    json.write_all(b"\n")?;
-    json.flush()?;
+    write_json(results, &dir.join("results.json"))?;
 
     let palette = Palette::for_run(results);
     let mut drawn = BTreeSet::new();
@@ -40,6 +38,29 @@ pub(crate) fn write(results: &RunResults, dir: &Path) -> io::Result<()> {
     }
 
     fs::write(dir.join("report.md"), markdown::render(results, &drawn))
+}
+
+/// What results.json holds: the run, and the quantiles its latency distributions are taken at
+/// (so that the file says how to read them).
+#[derive(Debug, Serialize)]
+struct Stored<'a> {
+    meta: &'a Meta,
+    /// The q of each point of every [`Sample::latency_quantiles_us`](crate::model::Sample).
+    latency_q: &'static [f64],
+    scenarios: &'a [ScenarioResult],
+}
+
+/// Writes `results` as one line of JSON to `path`.
+fn write_json(results: &RunResults, path: &Path) -> io::Result<()> {
+    let stored = Stored {
+        meta: &results.meta,
+        latency_q: &LATENCY_Q,
+        scenarios: &results.scenarios,
+    };
+    let mut json = BufWriter::new(fs::File::create(path)?);
+    serde_json::to_writer(&mut json, &stored)?;
+    json.write_all(b"\n")?;
+    json.flush()
 }
 
 /// One colour per contender name, the same in every plot of a run.

@@ -19,7 +19,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::{Palette, metric_title};
 use crate::helpers::fmt_num;
-use crate::model::{PlotSpec, ScenarioResult, Stats};
+use crate::model::{LATENCY_Q, PlotSpec, ScenarioResult, Stats};
 
 /// Size of every plot in pixels.
 const SIZE: (u32, u32) = (800, 450);
@@ -542,18 +542,20 @@ fn draw_bars(
 }
 
 /// The latency distribution of one contender in one case, pooled over its measured rounds:
-/// for each quantile index the median of that quantile across rounds (the "median round" at
-/// every quantile). Each round's vector is sorted, and a median of sorted vectors taken index
-/// by index is sorted too, so the result is a valid distribution. Rounds with differing
-/// lengths are cut to the shortest. `None` when no round has at least two points.
+/// for each quantile of [`LATENCY_Q`] the median of that quantile across rounds (the "median
+/// round" at every quantile). Each round's vector is sorted, and a median of sorted vectors
+/// taken index by index is sorted too, so the result is a valid distribution. Rounds whose
+/// vector is not on that grid are left out. `None` when no round has one.
 fn pooled_quantiles(scenario: &ScenarioResult, case: &str, contender: &str) -> Option<Vec<f64>> {
     let rounds: Vec<&Vec<f64>> = scenario
         .rounds(case, contender)
         .filter_map(|s| s.latency_quantiles_us.as_ref())
-        .filter(|q| q.len() >= 2)
+        .filter(|q| q.len() == LATENCY_Q.len())
         .collect();
-    let len = rounds.iter().map(|q| q.len()).min()?;
-    (0..len)
+    if rounds.is_empty() {
+        return None;
+    }
+    (0..LATENCY_Q.len())
         .map(|i| {
             let at_i: Vec<f64> = rounds.iter().map(|q| q[i]).collect();
             Stats::of(&at_i).map(|s| s.median)
@@ -582,7 +584,8 @@ fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
     }
 }
 
-/// Latency CDFs on a log x axis, one curve per contender.
+/// Latency CDFs on a log x axis, one curve per contender, each a distribution on the grid of
+/// [`LATENCY_Q`].
 fn draw_cdf(
     path: &Path,
     title: &str,
@@ -628,12 +631,11 @@ fn draw_cdf(
     let mut entries = Vec::new();
     for (name, quantiles) in curves {
         let colour = palette.colour(name);
-        let last = (quantiles.len() - 1) as f64;
         let points = quantiles
             .iter()
-            .enumerate()
-            .filter(|(_, v)| v.is_finite())
-            .map(|(i, v)| (v.max(lo), i as f64 / last));
+            .zip(LATENCY_Q)
+            .filter(|(v, _)| v.is_finite())
+            .map(|(v, q)| (v.max(lo), q));
         chart.draw_series(LineSeries::new(points, colour.stroke_width(2)))?;
         entries.push(((*name).to_owned(), colour, Mark::Line));
     }

@@ -5,9 +5,9 @@ use std::fs;
 use std::path::PathBuf;
 
 use super::{plots, write};
-use crate::helpers::quantiles;
+use crate::helpers::latency_distribution;
 use crate::model::{
-    Claim, ContenderInfo, Meta, MetricSpec, PlotSpec, RunResults, Sample, ScenarioResult,
+    Claim, ContenderInfo, LATENCY_Q, Meta, MetricSpec, PlotSpec, RunResults, Sample, ScenarioResult,
 };
 
 /// A contender with an optional sweep parameter.
@@ -34,7 +34,7 @@ fn latency(base: f64, round: u32) -> Vec<f64> {
     let mut raw: Vec<f64> = (0..2000)
         .map(|i| base * (1.0 + f64::from(round) * 0.03) * (f64::from(i) / 400.0).exp())
         .collect();
-    quantiles(&mut raw).unwrap()
+    latency_distribution(&mut raw).unwrap()
 }
 
 /// Warm-up plus three rounds of one contender in one case; `scale` sets the level, each
@@ -224,6 +224,19 @@ fn writes_report_json_and_plots() {
         serde_json::from_str(&fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
     assert_eq!(json["scenarios"].as_array().unwrap().len(), 2);
     assert_eq!(json["scenarios"][0]["plots"][0]["kind"], "bars");
+    // The grid of the stored distributions is in the file, and every distribution is on it.
+    let grid = json["latency_q"].as_array().unwrap();
+    assert_eq!(grid.len(), LATENCY_Q.len());
+    assert_eq!(
+        (grid[1].as_f64(), grid[199].as_f64()),
+        (Some(0.005), Some(0.991))
+    );
+    let first = &json["scenarios"][0]["samples"][1];
+    assert_eq!(first["warmup"], false);
+    assert_eq!(
+        first["latency_quantiles_us"].as_array().unwrap().len(),
+        LATENCY_Q.len()
+    );
 
     for file in [
         "echo_msgs.svg",

@@ -12,7 +12,7 @@ use super::{
     Bound, Contender, Ctx, RAW, TOKIO_CT, TOKIO_MT, c, med, metric, ratio_claim, run_rounds,
     scenario,
 };
-use crate::helpers::{quantile_at, quantiles};
+use crate::helpers::{quantile_at, sorted};
 use crate::load;
 use crate::model::{Claim, PlotSpec, ScenarioResult};
 
@@ -150,7 +150,7 @@ pub(super) fn medium_load(ctx: &mut Ctx) -> ScenarioResult {
         server.stop()?;
         let mut m = Measured::default();
         let mut lat: Vec<f64> = r.latencies_ns.iter().map(|&ns| ns as f64 / 1e3).collect();
-        if let Some(q) = quantiles(&mut lat.clone()) {
+        if let Some(q) = sorted(&lat) {
             m.metrics.insert("p50_us".into(), quantile_at(&q, 0.5));
             m.metrics.insert("p99_us".into(), quantile_at(&q, 0.99));
             m.metrics.insert("p999_us".into(), quantile_at(&q, 0.999));

@@ -4,6 +4,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::error::Error;
+
 /// The script, relative to the repository root.
 const SCRIPT: &str = "scripts/napi-lab.sh";
 
@@ -17,8 +19,10 @@ pub(super) struct Lab {
 }
 
 impl Lab {
-    /// Finds the script and brings the lab up; `Err` says why it is not available.
-    pub(super) fn up() -> Result<Lab, String> {
+    /// Finds the script and brings the lab up. [`Error::Unavailable`] when the script is
+    /// missing or says a capability or a tool is missing (its exit status 2);
+    /// [`Error::Os`] when it cannot be run, [`Error::Run`] when it fails otherwise.
+    pub(super) fn up() -> Result<Lab, Error> {
         // The repository's own testbed script; it exits with status 2 (and says why) when a
         // capability or a tool is missing.
         let script = script()?;
@@ -27,12 +31,17 @@ impl Lab {
             .arg(&script)
             .args(["up", &prefix, "2"])
             .output()
-            .map_err(|e| format!("running {}: {e}", script.display()))?;
+            .map_err(|e| Error::os(format!("running {}", script.display()), e))?;
         if !out.status.success() {
-            return Err(format!(
+            let why = format!(
                 "scripts/napi-lab.sh up failed: {}",
                 String::from_utf8_lossy(&out.stderr).trim()
-            ));
+            );
+            return Err(if out.status.code() == Some(2) {
+                Error::unavailable(why)
+            } else {
+                Error::run(why)
+            });
         }
         Ok(Lab {
             srv_ns: format!("{prefix}-srv"),
@@ -77,8 +86,9 @@ impl Drop for Lab {
 
 /// Finds the repository's `scripts/napi-lab.sh`: in the repository this binary was built from
 /// (`bench/..`), else in the nearest directory above the binary that holds it (a binary
-/// copied out of `target/` next to a checkout). `Err` names the places searched.
-fn script() -> Result<PathBuf, String> {
+/// copied out of `target/` next to a checkout). [`Error::Unavailable`] names the places
+/// searched.
+fn script() -> Result<PathBuf, Error> {
     let built_from = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let exe = std::env::current_exe().ok();
     let candidates = std::iter::once(built_from.as_path())
@@ -89,10 +99,10 @@ fn script() -> Result<PathBuf, String> {
             return Ok(path);
         }
     }
-    Err(format!(
+    Err(Error::unavailable(format!(
         "{SCRIPT} not found in {} nor in any directory above {}",
         built_from.display(),
         exe.as_deref()
             .map_or_else(|| "the binary".into(), |e| e.display().to_string())
-    ))
+    )))
 }

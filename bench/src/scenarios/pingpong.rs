@@ -11,7 +11,7 @@ use super::{
     Bound, Contender, Ctx, RAW, SPIN, TOKIO_CT, TOKIO_MT, WEIR, WEIR_BUSY, WEIR_CT, c, info,
     metric, ratio_claim, run_rounds, scenario,
 };
-use crate::helpers::{quantile_at, quantiles};
+use crate::helpers::{quantile_at, sorted};
 use crate::load;
 use crate::model::{PlotSpec, ScenarioResult};
 
@@ -71,7 +71,7 @@ pub(super) fn pingpong(ctx: &mut Ctx) -> ScenarioResult {
         let mut m = Measured::default();
         let n = r.rtts_ns.len() as f64;
         let mut lat: Vec<f64> = r.rtts_ns.iter().map(|&ns| ns as f64 / 1e3).collect();
-        if let Some(q) = quantiles(&mut lat.clone()) {
+        if let Some(q) = sorted(&lat) {
             m.metrics.insert("p50_us".into(), quantile_at(&q, 0.5));
             m.metrics.insert("p99_us".into(), quantile_at(&q, 0.99));
             m.metrics.insert("p999_us".into(), quantile_at(&q, 0.999));
@@ -107,6 +107,8 @@ pub(super) fn pingpong(ctx: &mut Ctx) -> ScenarioResult {
                 );
                 drop(lab);
             }
+            // The case is optional: whatever kept the lab down (a missing capability or
+            // tool, or the script failing), it is skipped with the reason.
             Err(why) => sc.notes.push(format!("napi-lab case skipped: {why}")),
         }
     } else {

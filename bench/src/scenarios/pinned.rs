@@ -18,7 +18,7 @@ use super::{
     Bound, Contender, Ctx, Measured, WrkResult, add_costs, c, have_wrk, measure, med, metric,
     ratio_claim, run_rounds, run_wrk, scenario, start_server_on,
 };
-use crate::helpers::{quantile_at, quantiles};
+use crate::helpers::{quantile_at, sorted};
 use crate::load::{self, Phase};
 use crate::model::{Claim, PlotSpec, ScenarioResult};
 
@@ -334,7 +334,7 @@ fn open_loop(cont: &Contender, cpu: usize, rate: f64, t: &super::Timing) -> io::
     server.stop()?;
     let mut m = Measured::default();
     let mut lat: Vec<f64> = r.latencies_ns.iter().map(|&ns| ns as f64 / 1e3).collect();
-    if let Some(q) = quantiles(&mut lat.clone()) {
+    if let Some(q) = sorted(&lat) {
         m.metrics.insert("p50_us".into(), quantile_at(&q, 0.5));
         m.metrics.insert("p99_us".into(), quantile_at(&q, 0.99));
         m.metrics.insert("p999_us".into(), quantile_at(&q, 0.999));

@@ -30,7 +30,7 @@ use weir_datastores::{Datastores, SEED_USERS};
 
 use super::measuring::Measured;
 use super::{Contender, Ctx, c, metric, run_rounds, scenario};
-use crate::helpers::{quantile_at, quantiles};
+use crate::helpers::{quantile_at, sorted};
 use crate::model::{PlotSpec, ScenarioResult};
 use crate::procstat::ProcSample;
 
@@ -412,7 +412,7 @@ fn one_round(
         m.metrics
             .insert(format!("thread_us_per_req/{name}"), ns as f64 / 1e3 / n);
     }
-    if let Some(q) = quantiles(&mut seen.latencies_us.clone()) {
+    if let Some(q) = sorted(&seen.latencies_us) {
         m.metrics.insert("p50_us".into(), quantile_at(&q, 0.5));
         m.metrics.insert("p99_us".into(), quantile_at(&q, 0.99));
     }

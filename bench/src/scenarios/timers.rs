@@ -15,7 +15,7 @@ use super::{
     Contender, Ctx, TOKIO_CT, TOKIO_MT, WEIR, WEIR_CT, c, med, metric, run_rounds, scenario,
     to_args,
 };
-use crate::helpers::{fmt_num, quantile_at, quantiles};
+use crate::helpers::{fmt_num, quantile_at, sorted};
 use crate::inproc::USER_CASES;
 use crate::model::{Claim, PlotSpec, ScenarioResult};
 use crate::procstat::run_child_result;
@@ -240,7 +240,7 @@ fn run_set(
             .ok_or_else(|| io::Error::other("this round's timers child failed"))?;
         let mut m = measured_from(v, case)?;
         if let Some(lat) = &m.latency_us
-            && let Some(q) = quantiles(&mut lat.clone())
+            && let Some(q) = sorted(lat)
         {
             m.metrics.insert("p50_us".into(), quantile_at(&q, 0.5));
             m.metrics.insert("p99_us".into(), quantile_at(&q, 0.99));

@@ -43,6 +43,8 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::error::Error;
+
 /// What the server speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
@@ -127,7 +129,7 @@ struct Config {
 
 /// Child entry point; never returns.
 pub(crate) fn main(args: &[String]) -> ! {
-    let cfg = parse(args).unwrap_or_else(|msg| usage_error(&msg));
+    let cfg = parse(args).unwrap_or_else(|e| usage_error(&e.to_string()));
     if let Some(cpu) = cfg.cpu
         && let Err(e) = weir::runtime::pin_thread_to_cpu(cpu)
     {
@@ -168,17 +170,17 @@ fn bind_error(addr: SocketAddr, e: std::io::Error) -> std::io::Error {
 }
 
 /// Parses a flag's value with `FromStr`.
-fn value<T: FromStr>(flag: &str, v: &str) -> Result<T, String> {
+fn value<T: FromStr>(flag: &str, v: &str) -> Result<T, Error> {
     v.parse()
-        .map_err(|_| format!("invalid value for {flag}: {v:?}"))
+        .map_err(|_| Error::usage(format!("invalid value for {flag}: {v:?}")))
 }
 
 /// Parses `U,B,P` of `--kernel-busy-poll`.
-fn parse_kbp(v: &str) -> Result<(u32, u16, bool), String> {
+fn parse_kbp(v: &str) -> Result<(u32, u16, bool), Error> {
     let bad = || {
-        format!(
+        Error::usage(format!(
             "invalid value for --kernel-busy-poll: {v:?} (want USECS,BUDGET,PREFER with PREFER 0 or 1)"
-        )
+        ))
     };
     let parts: Vec<&str> = v.split(',').collect();
     let [u, b, p] = parts[..] else {
@@ -192,16 +194,16 @@ fn parse_kbp(v: &str) -> Result<(u32, u16, bool), String> {
         _ => return Err(bad()),
     };
     if usecs > i32::MAX as u32 {
-        return Err(format!(
+        return Err(Error::usage(format!(
             "invalid value for --kernel-busy-poll: usecs {usecs} is above {}",
             i32::MAX
-        ));
+        )));
     }
     Ok((usecs, budget, prefer))
 }
 
 /// Parses and validates the flags after `__server`.
-fn parse(args: &[String]) -> Result<Config, String> {
+fn parse(args: &[String]) -> Result<Config, Error> {
     let mut seen: Vec<&str> = Vec::new();
     let mut kind = Kind::Echo;
     let mut rt = Rt::Weir;
@@ -234,13 +236,13 @@ fn parse(args: &[String]) -> Result<Config, String> {
             "--help",
         ];
         if !FLAGS.contains(&flag) {
-            return Err(format!("unknown argument {flag:?}"));
+            return Err(Error::usage(format!("unknown argument {flag:?}")));
         }
         if flag == "--help" {
-            return Err("help requested".to_string());
+            return Err(Error::Help);
         }
         if seen.contains(&flag) {
-            return Err(format!("{flag} given more than once"));
+            return Err(Error::usage(format!("{flag} given more than once")));
         }
         seen.push(flag);
         // Switches take no value.
@@ -269,7 +271,7 @@ fn parse(args: &[String]) -> Result<Config, String> {
         }
         let v = it
             .next()
-            .ok_or_else(|| format!("{flag} needs a value"))?
+            .ok_or_else(|| Error::usage(format!("{flag} needs a value")))?
             .as_str();
         match flag {
             "--kind" => {
@@ -278,9 +280,9 @@ fn parse(args: &[String]) -> Result<Config, String> {
                     "http" => Kind::Http,
                     "bare-http" => Kind::BareHttp,
                     _ => {
-                        return Err(format!(
+                        return Err(Error::usage(format!(
                             "invalid value for --kind: {v:?} (echo|http|bare-http)"
-                        ));
+                        )));
                     }
                 }
             }
@@ -292,9 +294,9 @@ fn parse(args: &[String]) -> Result<Config, String> {
                     "raw-uring" => Rt::RawUring,
                     "busy-loop" => Rt::BusyLoop,
                     _ => {
-                        return Err(format!(
+                        return Err(Error::usage(format!(
                             "invalid value for --rt: {v:?} (weir|tokio|raw-epoll|raw-uring|busy-loop)"
-                        ));
+                        )));
                     }
                 }
             }
@@ -302,16 +304,20 @@ fn parse(args: &[String]) -> Result<Config, String> {
                 flavor = Some(match v {
                     "mt" => Flavor::Mt,
                     "ct" => Flavor::Ct,
-                    _ => return Err(format!("invalid value for --flavor: {v:?} (mt|ct)")),
+                    _ => {
+                        return Err(Error::usage(format!(
+                            "invalid value for --flavor: {v:?} (mt|ct)"
+                        )));
+                    }
                 })
             }
             "--workers" => {
                 let n: usize = value(flag, v)?;
                 if n == 0 || n > weir::runtime::MAX_WORKERS {
-                    return Err(format!(
+                    return Err(Error::usage(format!(
                         "invalid value for --workers: {n} (1..={})",
                         weir::runtime::MAX_WORKERS
-                    ));
+                    )));
                 }
                 workers = Some(n);
             }
@@ -320,17 +326,16 @@ fn parse(args: &[String]) -> Result<Config, String> {
             "--min-wait-us" | "--min-wait-adaptive-us" => {
                 weir_only.push(flag);
                 if weir.min_wait.is_some() {
-                    return Err(
-                        "--min-wait-us and --min-wait-adaptive-us are mutually exclusive"
-                            .to_string(),
-                    );
+                    return Err(Error::usage(
+                        "--min-wait-us and --min-wait-adaptive-us are mutually exclusive",
+                    ));
                 }
                 let d = Duration::from_micros(value(flag, v)?);
                 if d > weir::runtime::MAX_MIN_WAIT {
-                    return Err(format!(
+                    return Err(Error::usage(format!(
                         "invalid value for {flag}: {v} (at most {} µs)",
                         weir::runtime::MAX_MIN_WAIT.as_micros()
-                    ));
+                    )));
                 }
                 weir.min_wait = Some(if flag == "--min-wait-us" {
                     MinWaitOpt::Fixed(d)
@@ -342,10 +347,10 @@ fn parse(args: &[String]) -> Result<Config, String> {
                 weir_only.push(flag);
                 let d = Duration::from_micros(value(flag, v)?);
                 if d > weir::runtime::MAX_BUSY_POLL {
-                    return Err(format!(
+                    return Err(Error::usage(format!(
                         "invalid value for {flag}: {v} (at most {} µs)",
                         weir::runtime::MAX_BUSY_POLL.as_micros()
-                    ));
+                    )));
                 }
                 weir.busy_poll = Some(d);
             }
@@ -359,7 +364,10 @@ fn parse(args: &[String]) -> Result<Config, String> {
                 weir.backend = Some(backends.into_iter().find(|b| b.name() == v).ok_or_else(
                     || {
                         let names: Vec<&str> = backends.iter().map(|b| b.name()).collect();
-                        format!("invalid value for --backend: {v:?} ({})", names.join("|"))
+                        Error::usage(format!(
+                            "invalid value for --backend: {v:?} ({})",
+                            names.join("|")
+                        ))
                     },
                 )?);
             }
@@ -386,39 +394,45 @@ fn parse(args: &[String]) -> Result<Config, String> {
     if rt != Rt::Weir
         && let Some(flag) = weir_only.first()
     {
-        return Err(format!("{flag} applies to --rt weir only, not {rt_name}"));
+        return Err(Error::usage(format!(
+            "{flag} applies to --rt weir only, not {rt_name}"
+        )));
     }
     let runtime = matches!(rt, Rt::Weir | Rt::Tokio);
     if !runtime {
         if kind == Kind::Http && rt == Rt::BusyLoop {
-            return Err(format!(
+            return Err(Error::usage(format!(
                 "--kind http needs --rt weir, tokio, raw-epoll or raw-uring, not {rt_name}"
-            ));
+            )));
         }
         if kind == Kind::BareHttp {
-            return Err(format!(
+            return Err(Error::usage(format!(
                 "--kind bare-http needs --rt weir or tokio, not {rt_name}"
-            ));
+            )));
         }
         if rt == Rt::RawUring && kind != Kind::Http {
-            return Err("--rt raw-uring serves --kind http only".to_string());
+            return Err(Error::usage("--rt raw-uring serves --kind http only"));
         }
         if flavor.is_some() {
-            return Err(format!("--flavor applies to weir and tokio, not {rt_name}"));
+            return Err(Error::usage(format!(
+                "--flavor applies to weir and tokio, not {rt_name}"
+            )));
         }
         if workers.is_some() {
-            return Err(format!(
+            return Err(Error::usage(format!(
                 "--workers applies to weir and tokio, not {rt_name}"
-            ));
+            )));
         }
     }
     let flavor = flavor.unwrap_or(Flavor::Mt);
     if flavor == Flavor::Ct {
         if workers.is_some() {
-            return Err("--workers applies to --flavor mt only (ct has one thread)".to_string());
+            return Err(Error::usage(
+                "--workers applies to --flavor mt only (ct has one thread)",
+            ));
         }
         if weir.pin {
-            return Err("--pin applies to --flavor mt only".to_string());
+            return Err(Error::usage("--pin applies to --flavor mt only"));
         }
     }
     let workers = match (flavor, workers, cpu) {
@@ -578,8 +592,14 @@ mod tests {
         assert_eq!(c.weir.backend, None);
         let c = parse(&args("--rt weir --kind http --backend io_uring")).unwrap();
         assert_eq!(c.weir.backend, Some(weir::runtime::Backend::IoUring));
-        assert!(parse(&args("--rt weir --backend uring")).is_err());
-        assert!(parse(&args("--rt tokio --backend epoll")).is_err());
+        assert!(matches!(
+            parse(&args("--rt weir --backend uring")),
+            Err(Error::Usage(_))
+        ));
+        assert!(matches!(
+            parse(&args("--rt tokio --backend epoll")),
+            Err(Error::Usage(_))
+        ));
     }
 
     #[test]
@@ -623,7 +643,23 @@ mod tests {
             "--addr nowhere",
             "--rt weir --rt tokio",
         ] {
-            assert!(parse(&args(bad)).is_err(), "accepted {bad:?}");
+            let e = parse(&args(bad)).expect_err(bad);
+            assert!(matches!(e, Error::Usage(_)), "{bad:?}: {e:?}");
+            assert_eq!(e.exit_code(), 2, "{bad:?}");
         }
+    }
+
+    /// `--help` is its own variant; the server child shows it like a wrong command line
+    /// (`help requested`, the usage, status 2), as it always did.
+    #[test]
+    fn help() {
+        assert!(matches!(
+            parse(&args("--rt tokio --help")),
+            Err(Error::Help)
+        ));
+        assert_eq!(
+            parse(&args("--kind ftp")).unwrap_err().to_string(),
+            "invalid value for --kind: \"ftp\" (echo|http|bare-http)"
+        );
     }
 }

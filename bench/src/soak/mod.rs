@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use weir::runtime::{Backend, Builder};
 
+use crate::error::Error;
 use crate::helpers::fmt_num;
 use crate::procstat::ServerProc;
 
@@ -110,7 +111,7 @@ struct Opts {
     out: PathBuf,
 }
 
-fn parse(args: &[String]) -> Result<Opts, String> {
+fn parse(args: &[String]) -> Result<Opts, Error> {
     let mut o = Opts {
         profile: Profile::Short,
         backends: vec![Backend::Epoll, Backend::IoUring],
@@ -123,14 +124,18 @@ fn parse(args: &[String]) -> Result<Opts, String> {
         let mut value = || {
             it.next()
                 .cloned()
-                .ok_or_else(|| format!("{a} needs a value"))
+                .ok_or_else(|| Error::usage(format!("{a} needs a value")))
         };
         match a.as_str() {
             "--profile" => {
                 o.profile = match value()?.as_str() {
                     "short" => Profile::Short,
                     "long" => Profile::Long,
-                    v => return Err(format!("invalid --profile {v:?} (short|long)")),
+                    v => {
+                        return Err(Error::usage(format!(
+                            "invalid --profile {v:?} (short|long)"
+                        )));
+                    }
                 }
             }
             "--backend" => {
@@ -140,9 +145,9 @@ fn parse(args: &[String]) -> Result<Opts, String> {
                 } else {
                     v.split(',')
                         .map(|b| match server::parse_backend(b) {
-                            Some(Backend::Auto) | None => {
-                                Err(format!("invalid backend {b:?} (epoll|mio|io_uring|all)"))
-                            }
+                            Some(Backend::Auto) | None => Err(Error::usage(format!(
+                                "invalid backend {b:?} (epoll|mio|io_uring|all)"
+                            ))),
                             Some(b) => Ok(b),
                         })
                         .collect::<Result<_, _>>()?
@@ -154,7 +159,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
                     .map(|f| match f {
                         "mt" => Ok(true),
                         "ct" => Ok(false),
-                        _ => Err(format!("invalid flavor {f:?} (mt|ct)")),
+                        _ => Err(Error::usage(format!("invalid flavor {f:?} (mt|ct)"))),
                     })
                     .collect::<Result<_, _>>()?;
             }
@@ -166,15 +171,15 @@ fn parse(args: &[String]) -> Result<Opts, String> {
                             .iter()
                             .copied()
                             .find(|x| *x == s)
-                            .ok_or_else(|| format!("unknown scenario {s:?}"))
+                            .ok_or_else(|| Error::usage(format!("unknown scenario {s:?}")))
                     })
                     .collect::<Result<_, _>>()?;
                 o.scenarios
                     .sort_by_key(|s| SCENARIOS.iter().position(|x| x == s));
             }
             "--out" => o.out = PathBuf::from(value()?),
-            "-h" | "--help" => return Err(String::new()),
-            s => return Err(format!("unknown argument {s:?}")),
+            "-h" | "--help" => return Err(Error::Help),
+            s => return Err(Error::usage(format!("unknown argument {s:?}"))),
         }
     }
     Ok(o)
@@ -414,8 +419,11 @@ fn fmt_bytes(b: u64) -> String {
     format!("{} MiB", fmt_num(b as f64 / (1 << 20) as f64))
 }
 
-/// Whether a runtime of `backend` and the flavour can be built here; the reason if not.
-fn probe(backend: Backend, multi_thread: bool) -> Result<(), String> {
+/// Whether a runtime of `backend` and the flavour can be built here. io_uring may be refused
+/// by the kernel (`io_uring_disabled`, seccomp, an old kernel) or not be built yet: that is
+/// [`Error::Unavailable`], and its scenarios are skipped. The other backends must work: a
+/// failure there is [`Error::Run`], and their scenarios fail.
+fn probe(backend: Backend, multi_thread: bool) -> Result<(), Error> {
     let mut b = if multi_thread {
         let mut b = Builder::new_multi_thread();
         b.workers(2);
@@ -428,15 +436,22 @@ fn probe(backend: Backend, multi_thread: bool) -> Result<(), String> {
             drop(rt);
             Ok(())
         }
-        Err(e) => Err(format!(
-            "cannot build a {} runtime on {} here: {e}",
-            if multi_thread {
-                "multi-thread"
+        Err(e) => {
+            let what = format!(
+                "cannot build a {} runtime on {} here",
+                if multi_thread {
+                    "multi-thread"
+                } else {
+                    "current-thread"
+                },
+                backend.name()
+            );
+            Err(if backend == Backend::IoUring {
+                Error::unavailable(format!("{what}: {e}"))
             } else {
-                "current-thread"
-            },
-            backend.name()
-        )),
+                Error::run_because(what, e)
+            })
+        }
     }
 }
 
@@ -457,13 +472,13 @@ fn run_one(name: &'static str, cell: &Cell, row: &mut Row) -> io::Result<()> {
 pub(crate) fn main(args: &[String]) -> ! {
     let opts = match parse(args) {
         Ok(o) => o,
-        Err(e) if e.is_empty() => {
+        Err(Error::Help) => {
             println!("{USAGE}");
             std::process::exit(0)
         }
         Err(e) => {
             eprintln!("weir-bench soak: {e}\n{USAGE}");
-            std::process::exit(2)
+            std::process::exit(e.exit_code())
         }
     };
     let limit = crate::helpers::raise_nofile_limit().unwrap_or(0);
@@ -486,15 +501,12 @@ pub(crate) fn main(args: &[String]) -> ! {
     for &backend in &opts.backends {
         for &multi_thread in &opts.flavors {
             let available = probe(backend, multi_thread);
-            if let Err(why) = &available {
-                // io_uring may be refused by the kernel (io_uring_disabled, seccomp, an old
-                // kernel) or not be built yet: a skip with its reason. Other backends must work.
-                let what = if backend == Backend::IoUring {
-                    "skipping"
-                } else {
-                    "FAILING"
-                };
-                eprintln!("weir-bench soak: {why}; {what} its scenarios");
+            match &available {
+                Err(why @ Error::Unavailable(_)) => {
+                    eprintln!("weir-bench soak: {why}; skipping its scenarios")
+                }
+                Err(why) => eprintln!("weir-bench soak: {why}; FAILING its scenarios"),
+                Ok(()) => {}
             }
             let cell = Cell {
                 backend,
@@ -505,10 +517,8 @@ pub(crate) fn main(args: &[String]) -> ! {
                 let mut row = Row::new(name, cell);
                 let t = Instant::now();
                 match &available {
-                    Err(why) if backend == Backend::IoUring => {
-                        row.status = Status::Skip(why.clone())
-                    }
-                    Err(why) => row.fail(why.clone()),
+                    Err(why @ Error::Unavailable(_)) => row.status = Status::Skip(why.to_string()),
+                    Err(why) => row.fail(why.to_string()),
                     Ok(()) => {
                         eprint!("  {name:<13} {:<9} {} ", backend.name(), cell.flavor());
                         if let Err(e) = run_one(name, &cell, &mut row) {
@@ -709,7 +719,25 @@ mod tests {
             "--profile mid",
         ] {
             let a: Vec<String> = bad.split(' ').map(String::from).collect();
-            assert!(parse(&a).is_err(), "{bad}");
+            assert!(matches!(parse(&a), Err(Error::Usage(_))), "{bad}");
+        }
+        let help = parse(&["--profile".into(), "long".into(), "-h".into()]).unwrap_err();
+        assert!(matches!(help, Error::Help));
+        assert_eq!(help.exit_code(), 0);
+        assert_eq!(
+            parse(&["--out".into()]).unwrap_err().to_string(),
+            "--out needs a value"
+        );
+    }
+
+    /// The current-thread epoll runtime builds anywhere weir runs; whatever io_uring does
+    /// here, its answer is either a build or a reason to skip, never a failure.
+    #[test]
+    fn probe_sorts_skips_from_failures() {
+        probe(Backend::Epoll, false).unwrap();
+        match probe(Backend::IoUring, false) {
+            Ok(()) | Err(Error::Unavailable(_)) => {}
+            Err(e) => panic!("io_uring's probe failed instead of skipping: {e:?}"),
         }
     }
 }

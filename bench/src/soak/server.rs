@@ -36,6 +36,8 @@ use hyper::{Request, Response};
 use weir::net::{TcpListener, TcpStream};
 use weir::runtime::{Backend, Builder};
 
+use crate::error::Error;
+
 /// What the process serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum App {
@@ -71,7 +73,7 @@ pub(super) fn parse_backend(v: &str) -> Option<Backend> {
     Backend::ALL.into_iter().find(|b| b.name() == v)
 }
 
-fn parse(args: &[String]) -> Result<Config, String> {
+fn parse(args: &[String]) -> Result<Config, Error> {
     let mut cfg = Config {
         app: App::Hello,
         backend: Backend::Epoll,
@@ -83,11 +85,11 @@ fn parse(args: &[String]) -> Result<Config, String> {
     while let Some(flag) = it.next() {
         let v = it
             .next()
-            .ok_or_else(|| format!("{flag} needs a value"))?
+            .ok_or_else(|| Error::usage(format!("{flag} needs a value")))?
             .as_str();
         let num = || {
             v.parse::<u64>()
-                .map_err(|_| format!("invalid value for {flag}: {v:?}"))
+                .map_err(|_| Error::usage(format!("invalid value for {flag}: {v:?}")))
         };
         match flag.as_str() {
             "--app" => {
@@ -95,22 +97,27 @@ fn parse(args: &[String]) -> Result<Config, String> {
                     "hello" => App::Hello,
                     "echo" => App::Echo,
                     "serve" => App::Serve,
-                    _ => return Err(format!("invalid --app {v:?} (hello|echo|serve)")),
+                    _ => {
+                        return Err(Error::usage(format!(
+                            "invalid --app {v:?} (hello|echo|serve)"
+                        )));
+                    }
                 }
             }
             "--backend" => {
-                cfg.backend = parse_backend(v).ok_or_else(|| format!("invalid --backend {v:?}"))?;
+                cfg.backend = parse_backend(v)
+                    .ok_or_else(|| Error::usage(format!("invalid --backend {v:?}")))?;
             }
             "--flavor" => {
                 cfg.multi_thread = match v {
                     "mt" => true,
                     "ct" => false,
-                    _ => return Err(format!("invalid --flavor {v:?} (mt|ct)")),
+                    _ => return Err(Error::usage(format!("invalid --flavor {v:?} (mt|ct)"))),
                 }
             }
             "--header-timeout-ms" => cfg.header_timeout = Duration::from_millis(num()?),
             "--nofile-headroom" => cfg.nofile_headroom = Some(num()?),
-            _ => return Err(format!("unknown argument {flag:?}")),
+            _ => return Err(Error::usage(format!("unknown argument {flag:?}"))),
         }
     }
     Ok(cfg)
@@ -125,7 +132,7 @@ fn fatal(what: &str, e: impl std::fmt::Display) -> ! {
 pub(crate) fn main(args: &[String]) -> ! {
     let cfg = parse(args).unwrap_or_else(|e| {
         eprintln!("weir-bench __soak_server: {e}");
-        std::process::exit(2)
+        std::process::exit(e.exit_code())
     });
     let _ = crate::helpers::raise_nofile_limit();
     install_panic_hook();
@@ -522,7 +529,9 @@ mod tests {
             "--nofile-headroom -1",
             "--app",
         ] {
-            assert!(parse(&args(bad)).is_err(), "{bad}");
+            let e = parse(&args(bad)).expect_err(bad);
+            assert!(matches!(e, Error::Usage(_)), "{bad}: {e:?}");
+            assert_eq!(e.exit_code(), 2, "{bad}");
         }
     }
 }

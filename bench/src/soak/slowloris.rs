@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::client::{Load, LoadConfig, LoadResult};
 use super::{Cell, Row, Srv};
-use crate::helpers::{quantile_at, quantiles};
+use crate::helpers::{quantile_at, sorted};
 
 /// The factor SOAK.md states for the p99 of normal clients during the attack, reported.
 const P99_FACTOR: f64 = 3.0;
@@ -52,9 +52,8 @@ pub(super) fn run(cell: &Cell, row: &mut Row) -> io::Result<()> {
         .map_err(|_| io::Error::other("slow client thread panicked"))??;
     row.count_load("normal clients before the attack", &quiet);
     row.count_load("normal clients during the attack", &loud);
-    let p99 = |r: &mut LoadResult| {
-        quantiles(&mut r.latency_us).map_or(f64::NAN, |q| quantile_at(&q, 0.99))
-    };
+    let p99 =
+        |r: &mut LoadResult| sorted(&r.latency_us).map_or(f64::NAN, |s| quantile_at(&s, 0.99));
     let (p_quiet, p_loud) = (p99(&mut quiet), p99(&mut loud));
     row.fig("p99_us_before", p_quiet);
     row.fig("p99_us_during", p_loud);
