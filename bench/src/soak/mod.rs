@@ -431,7 +431,8 @@ fn probe(backend: Backend, multi_thread: bool) -> Result<(), Error> {
     } else {
         Builder::new_current_thread()
     };
-    match b.backend(backend).build() {
+    // Strict: a refused io_uring must not fall back to epoll, or its rows would run on epoll.
+    match b.backend(backend).backend_strict(true).build() {
         Ok(rt) => {
             drop(rt);
             Ok(())

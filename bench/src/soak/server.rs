@@ -145,6 +145,8 @@ pub(crate) fn main(args: &[String]) -> ! {
     };
     builder
         .backend(cfg.backend)
+        // The row names the backend: never run it on a fallback.
+        .backend_strict(true)
         .thread_keep_alive(Duration::from_millis(200));
     let runtime = builder
         .build()
