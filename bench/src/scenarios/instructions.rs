@@ -18,7 +18,8 @@
 //! Each measurement is split by layer (timekeeping, readiness, scheduler, task, allocation,
 //! the user side of system calls, hyper, the serve layer, …) from the functions' own
 //! instructions, and `functions.md` beside the report lists each run's top functions by
-//! inclusive cost. Raw callgrind files stay in `target/weir-bench-callgrind/`.
+//! inclusive cost. Raw callgrind files stay in `target/weir-bench-callgrind/`;
+//! `WEIR_BENCH_CALLGRIND_OPTS` adds options to valgrind's command line (digging by hand).
 //!
 //! `--quick` counts 2 000 requests after 200 (and 2 000 wake-ups): about a minute in all.
 
@@ -39,8 +40,12 @@ use crate::instr::counted::Conns;
 use crate::instr::wakeups::Case;
 use crate::model::{Claim, Sample, ScenarioResult};
 
-/// The case of the servers.
+/// The case of the servers: requests over [`CONNS`] connections.
 const REQUESTS: &str = "requests";
+/// The same requests over one connection: every request is one wait, one event and one
+/// wake-up (no batching, so the count repeats to within a few instructions; the case to
+/// measure a change with).
+const REQUESTS_1: &str = "requests-1conn";
 
 /// Keep-alive connections of the server runs.
 const CONNS: usize = 8;
@@ -128,7 +133,7 @@ pub(super) fn instructions(ctx: &mut Ctx) -> ScenarioResult {
         .iter()
         .map(|c| format!("wake-{}", c.name()))
         .collect();
-    let mut cases = vec![REQUESTS];
+    let mut cases = vec![REQUESTS, REQUESTS_1];
     cases.extend(wake_cases.iter().map(String::as_str));
     let mut metrics = vec![metric("instr_per_op", "instr/op", "", false)];
     metrics.extend(LAYERS.iter().map(|&(l, _)| metric(l, l, "", false)));
@@ -140,6 +145,8 @@ pub(super) fn instructions(ctx: &mut Ctx) -> ScenarioResult {
          unlike CPU time). Case `requests`: each server under callgrind with one worker, a \
          warm-up, then the counters zeroed, exactly N keep-alive `GET /` over 8 connections \
          (one in flight each), and the counters dumped; instr/op is per request, all threads. \
+         Case `requests-1conn`: the same server right after, N requests over one connection \
+         (no batching: the count repeats to within a few instructions). \
          Case `wake-socket`: the echo server counted the same way over one connection, one \
          byte per round trip (a wake-up by the socket with its read, write and wait). Cases \
          `wake-chan-*`: instructions per wake-up of a task woken by another task through a \
@@ -194,14 +201,14 @@ pub(super) fn instructions(ctx: &mut Ctx) -> ScenarioResult {
         let t = Instant::now();
         let n = (counts.warmup, counts.requests);
         match server_run(cont, cpu, n, Load::Http, &raw_dir) {
-            Ok(p) => record(
-                &mut sc,
-                &mut functions,
-                REQUESTS,
-                cont.name,
-                &p,
-                counts.requests,
-            ),
+            Ok(p) => {
+                for (case, p) in [REQUESTS, REQUESTS_1].into_iter().zip(&p) {
+                    if case != REQUESTS {
+                        eprint!("  {:<60}", format!("instructions {case} {}", cont.name));
+                    }
+                    record(&mut sc, &mut functions, case, cont.name, p, counts.requests);
+                }
+            }
             Err(e) => {
                 eprintln!(" FAILED after {:.1?}: {e}", t.elapsed());
                 ctx.errors.push(format!("{label}: {e}"));
@@ -232,6 +239,7 @@ pub(super) fn instructions(ctx: &mut Ctx) -> ScenarioResult {
                     };
                     let n = (counts.warmup, counts.round_trips);
                     server_run(&echo, cpu, n, Load::EchoByte, &raw_dir)
+                        .map(|mut p| p.swap_remove(0))
                 }
                 _ => wake_run(cont.name, case, counts.round_trips, &raw_dir),
             };
@@ -339,8 +347,13 @@ fn valgrind(out: &Path) -> io::Result<Command> {
     let mut cmd = Command::new("valgrind");
     cmd.arg("--tool=callgrind")
         .arg(format!("--callgrind-out-file={}", out.display()))
-        .arg("--dump-line=no")
-        .arg(std::env::current_exe()?);
+        .arg("--dump-line=no");
+    // For digging by hand, e.g. `--dump-line=yes` on a build with line tables, to annotate
+    // the raw files with `callgrind_annotate --inclusive=yes FILE` (the later option wins).
+    if let Ok(extra) = std::env::var("WEIR_BENCH_CALLGRIND_OPTS") {
+        cmd.args(extra.split_ascii_whitespace());
+    }
+    cmd.arg(std::env::current_exe()?);
     Ok(cmd)
 }
 
@@ -361,20 +374,21 @@ fn numbered(path: &Path, i: u32) -> PathBuf {
 /// What a server run sends.
 #[derive(Clone, Copy, Debug)]
 enum Load {
-    /// `GET /` over [`CONNS`] connections.
+    /// `GET /` over [`CONNS`] connections, then over one connection.
     Http,
     /// One byte to echo, on one connection.
     EchoByte,
 }
 
-/// One server run: warm-up, zero, `requests` requests, dump; the dump's profile.
+/// One server run: for each of the load's connection counts, a warm-up, zero, `requests`
+/// requests, dump; the dumps' profiles, in that order.
 fn server_run(
     cont: &Contender,
     cpu: usize,
     (warmup, requests): (u64, u64),
     load: Load,
     dir: &Path,
-) -> io::Result<Profile> {
+) -> io::Result<Vec<Profile>> {
     let out = dir.join(format!("{}-{load:?}.cg", cont.name));
     remove_dumps(&out);
     let log = std::fs::File::create(dir.join(format!("{}-{load:?}.log", cont.name)))?;
@@ -388,29 +402,32 @@ fn server_run(
     let mut server = Valgrinded {
         child: cmd.spawn()?,
     };
-    let pid = server.child.id();
+    let pid = server.child.id().to_string();
     let stdout = server.child.stdout.take().expect("stdout is piped");
     let port = ready_port(stdout, Duration::from_secs(180))?;
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let mut conns = match load {
-        Load::Http => {
-            let response_len = crate::load::http_response_len(addr)?;
-            Conns::open(addr, CONNS, crate::load::HTTP_GET, response_len)?
-        }
-        Load::EchoByte => Conns::open(addr, 1, b"x", 1)?,
+    let (request, response_len, conn_counts): (&'static [u8], usize, &[usize]) = match load {
+        Load::Http => (
+            crate::load::HTTP_GET,
+            crate::load::http_response_len(addr)?,
+            &[CONNS, 1],
+        ),
+        Load::EchoByte => (b"x", 1, &[1]),
     };
-    conns.run(warmup)?;
-    // Let the server go back to waiting before its counters start.
-    std::thread::sleep(Duration::from_millis(200));
-    callgrind_control(&["-z", &pid.to_string()])?;
-    conns.run(requests)?;
-    std::thread::sleep(Duration::from_millis(200));
-    callgrind_control(&["-d", &pid.to_string()])?;
-    let dump = numbered(&out, 1);
-    let p = wait_for_dump(&dump)?;
-    drop(conns);
+    let mut profiles = Vec::new();
+    for (i, &n) in conn_counts.iter().enumerate() {
+        let mut conns = Conns::open(addr, n, request, response_len)?;
+        conns.run(warmup)?;
+        // Let the server go back to waiting before its counters start.
+        std::thread::sleep(Duration::from_millis(200));
+        callgrind_control(&["-z", &pid])?;
+        conns.run(requests)?;
+        std::thread::sleep(Duration::from_millis(200));
+        callgrind_control(&["-d", &pid])?;
+        profiles.push(wait_for_dump(&numbered(&out, i as u32 + 1))?);
+    }
     drop(server);
-    Ok(p)
+    Ok(profiles)
 }
 
 /// Reads `READY <port>` from a server's stdout (valgrind's start-up takes seconds).
