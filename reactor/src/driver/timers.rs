@@ -12,22 +12,43 @@ use super::{Driver, ReactorHandle};
 impl Driver {
     /// Fires due timers; returns how many and the clock reading it used.
     pub(super) fn expire_timers(&mut self) -> (usize, Instant) {
+        self.expire(|_| true)
+            .unwrap_or_else(|| (0, self.handle.inner.clock.now()))
+    }
+
+    /// [`expire_timers`](Self::expire_timers) for a turn that is about to block: with no timer
+    /// armed there is nothing to fire and no timeout to compute, so the clock is not read
+    /// (`None`). `clock_ns` then keeps the reading of the previous turn's end until the
+    /// reading after this wait: the owner is parked in between, and stealing looks at
+    /// `clock_ns` only while the owner is not parked (`steal.rs`); a stale cache only makes
+    /// `is_due` read the clock itself.
+    pub(super) fn expire_timers_if_armed(&mut self) -> Option<(usize, Instant)> {
+        self.expire(|armed| armed > 0)
+    }
+
+    /// Reads the clock and fires due timers if `read(armed timers)`, all under the timers'
+    /// lock (the clock takes no lock of the driver's).
+    fn expire(&mut self, read: impl FnOnce(usize) -> bool) -> Option<(usize, Instant)> {
         let inner = &*self.handle.inner;
-        let instant = inner.clock.now();
-        let now = timer_queue::to_ns(instant);
-        inner.clock_ns.store(now, Ordering::Relaxed);
-        let n = {
+        let (n, instant) = {
             let mut timers = inner.timers.lock();
-            match timers.next_deadline() {
+            if !read(timers.len()) {
+                return None;
+            }
+            let instant = inner.clock.now();
+            let now = timer_queue::to_ns(instant);
+            inner.clock_ns.store(now, Ordering::Relaxed);
+            let n = match timers.next_deadline() {
                 Some(d) if d <= now => timers.expire(now, &mut self.wake),
                 _ => 0,
-            }
+            };
+            (n, instant)
         };
         if n > 0 {
             inner.metrics.timers_fired.add_owner(n as u64);
             self.wake.drain(..).for_each(Waker::wake);
         }
-        (n, instant)
+        Some((n, instant))
     }
 }
 
