@@ -8,7 +8,7 @@ use std::io;
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
-use super::Driver;
+use super::{Driver, timer_queue};
 use crate::metrics::event_bucket;
 use crate::min_wait::{self, WaitReport};
 
@@ -21,10 +21,10 @@ impl Driver {
         // bounds the wait); a poll reads it to record when the owner last turned.
         let (mut woken, now) = if timeout == Some(Duration::ZERO) {
             let (n, now) = self.expire_timers();
-            (n, Some(now))
+            (n, Some((now, None)))
         } else {
             match self.expire_timers_if_armed() {
-                Some((n, now)) => (n, Some(now)),
+                Some((n, now, now_ns)) => (n, Some((now, Some(now_ns)))),
                 None => (0, None),
             }
         };
@@ -36,14 +36,18 @@ impl Driver {
         let timeout = if !blocking {
             Some(Duration::ZERO)
         } else {
-            match self.next_timer().zip(now) {
-                Some((t, now)) => {
-                    let until = t.saturating_duration_since(now);
-                    if timeout.is_none_or(|d| until <= d) {
-                        bound = Some((t, now));
+            // In the queue's nanoseconds: no conversion unless the timer bounds the wait.
+            match now.and_then(|(now, ns)| Some((now, ns?))) {
+                Some((now, now_ns)) => match self.next_deadline_ns() {
+                    Some(t) => {
+                        let until = Duration::from_nanos(t.saturating_sub(now_ns));
+                        if timeout.is_none_or(|d| until <= d) {
+                            bound = Some((timer_queue::from_ns(t), now));
+                        }
+                        Some(timeout.map_or(until, |d| d.min(until)))
                     }
-                    Some(timeout.map_or(until, |d| d.min(until)))
-                }
+                    None => timeout,
+                },
                 None => timeout,
             }
         };
