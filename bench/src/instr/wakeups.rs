@@ -20,6 +20,8 @@
 //!   one per thread.
 //!
 //! The channels are `futures`' unbounded mpsc channels, the same code for both runtimes.
+//! tokio's runtimes have their I/O and time drivers enabled, as a server's has: a sleeping
+//! worker then waits in epoll and is woken through it, as weir's workers always are.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -212,6 +214,7 @@ fn tokio_chan(n: u64, cross: bool) {
     if !cross {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
+            .enable_all()
             .build()
             .expect("build the tokio runtime");
         let pong = rt.spawn(pong(tx_a, rx_b));
@@ -226,6 +229,7 @@ fn tokio_chan(n: u64, cross: bool) {
     // runtime's remote queue and unpark, as a cross-worker wake-up does.
     fn run_spawned(fut: impl std::future::Future<Output = ()> + Send + 'static) {
         let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
             .build()
             .expect("build the tokio runtime");
         let task = rt.spawn(fut);
