@@ -5,7 +5,7 @@
 //! ```
 //!
 //! The same binary is also every server and in-process benchmark: the orchestrator re-executes
-//! itself with a hidden first argument (`__server`, `__pipes`, `__timers`), so each contender
+//! itself with a hidden first argument (`__server`, `__pipes`, `__timers`, `__wakeups`), so each contender
 //! runs in its own process and its CPU time, context switches and RSS can be read from /proc.
 //! The load generators run in the orchestrator's process on plain threads with epoll.
 //!
@@ -20,6 +20,7 @@
 mod error;
 mod helpers;
 mod inproc;
+mod instr;
 mod load;
 mod model;
 mod procstat;
@@ -35,6 +36,7 @@ fn main() {
         Some("__server") => servers::main(&args[2..]),
         Some("__pipes") => inproc::pipes_main(&args[2..]),
         Some("__timers") => inproc::timers_main(&args[2..]),
+        Some("__wakeups") => instr::wakeups::main(&args[2..]),
         Some("load") => load::cli(&args[2..]),
         Some("soak") => soak::main(&args[2..]),
         Some("__soak_server") => soak::server::main(&args[2..]),

@@ -26,6 +26,7 @@ use crate::report;
 mod echo;
 mod http;
 mod idle;
+mod instructions;
 mod measuring;
 mod medium_load;
 mod napi_lab;
@@ -41,7 +42,7 @@ use measuring::{Measured, add_costs, measure, start_server_on};
 use wrk::{WrkResult, have_wrk, run_wrk};
 
 /// All scenarios, in run order.
-const SCENARIOS: [&str; 9] = [
+const SCENARIOS: [&str; 10] = [
     "echo",
     "pingpong",
     "medium-load",
@@ -51,10 +52,11 @@ const SCENARIOS: [&str; 9] = [
     "timers",
     "idle",
     "service",
+    "instructions",
 ];
 
 const USAGE: &str = "usage: weir-bench [SCENARIO…] [--quick] [--out DIR] [--rounds N] [--rate REQ_PER_S] [--no-napi] [--contenders NAME,…]
-scenarios: echo pingpong medium-load pinned http pipes timers idle service (default: all)";
+scenarios: echo pingpong medium-load pinned http pipes timers idle service instructions (default: all)";
 
 /// Command-line options.
 #[derive(Debug)]
@@ -537,6 +539,7 @@ pub(crate) fn main(args: &[String]) -> ! {
             "timers" => timers::timers(&mut ctx),
             "idle" => idle::idle(&mut ctx),
             "service" => service::service(&mut ctx),
+            "instructions" => instructions::instructions(&mut ctx),
             _ => unreachable!("parse() accepts only known scenarios"),
         };
         eprintln!("== {name} done in {:.0?}", t.elapsed());

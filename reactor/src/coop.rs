@@ -63,6 +63,7 @@ pub fn has_budget_remaining() -> bool {
 ///
 /// Call [`RestoreOnPending::made_progress`] on the returned guard once the operation actually
 /// completed; if the leaf future returns `Pending` instead, dropping the guard refunds the unit.
+#[inline]
 pub fn poll_proceed(cx: &mut Context<'_>) -> Poll<RestoreOnPending> {
     CURRENT.with(|c| match c.get() {
         Some(0) => {
@@ -83,12 +84,14 @@ pub struct RestoreOnPending(Cell<Option<u8>>);
 
 impl RestoreOnPending {
     /// The operation completed: keep the unit spent.
+    #[inline]
     pub fn made_progress(&self) {
         self.0.set(None);
     }
 }
 
 impl Drop for RestoreOnPending {
+    #[inline]
     fn drop(&mut self) {
         if let Some(n) = self.0.get() {
             let _ = CURRENT.try_with(|c| {

@@ -1,8 +1,9 @@
 //! Server child processes: `weir-bench __server [FLAGS]`.
 //!
 //! ```text
-//! --kind echo|http|bare-http        what to serve (default echo); bare-http: HTTP answers
-//!                                   without hyper, a task per connection (weir, tokio)
+//! --kind echo|http|bare-http|axum   what to serve (default echo); bare-http: HTTP answers
+//!                                   without hyper, a task per connection (weir, tokio);
+//!                                   axum: an axum Router on weir::serve / axum::serve
 //! --rt weir|tokio|raw-epoll|raw-uring|busy-loop   who serves it (default weir)
 //! --flavor mt|ct                    weir/tokio: multi-thread or current-thread (default mt)
 //! --workers N                       weir/tokio mt: worker threads (default: allowed CPUs)
@@ -29,6 +30,7 @@
 //! `STATS <flat JSON object of numbers>`, `quit` or end of input exits the process at once.
 //! Invalid command lines exit with status 2 and a message on stderr; runtime failures exit 1.
 
+mod axum_srv;
 mod busy_loop;
 mod echo_conn;
 mod http;
@@ -55,6 +57,9 @@ enum Kind {
     /// The same answers without hyper: a task per connection counts requests and writes the
     /// raw loops' response (weir and tokio only): what the runtime alone costs.
     BareHttp,
+    /// An axum `Router` answering `GET /`, served by `weir::serve` (weir) or `axum::serve`
+    /// (tokio).
+    Axum,
 }
 
 /// Who serves.
@@ -147,7 +152,7 @@ pub(crate) fn main(args: &[String]) -> ! {
     }
 }
 
-const USAGE: &str = "usage: weir-bench __server [--kind echo|http|bare-http] \
+const USAGE: &str = "usage: weir-bench __server [--kind echo|http|bare-http|axum] \
 [--rt weir|tokio|raw-epoll|raw-uring|busy-loop] [--flavor mt|ct] [--workers N] [--addr IP:PORT] [--cpu N] \
 [--min-wait-us N | --min-wait-adaptive-us N] [--busy-poll-us N] [--kernel-busy-poll U,B,P] \
 [--sharded] [--pin] [--uring-recv] [--uring-accept] [--backend epoll|mio|io_uring|auto]";
@@ -279,9 +284,10 @@ fn parse(args: &[String]) -> Result<Config, Error> {
                     "echo" => Kind::Echo,
                     "http" => Kind::Http,
                     "bare-http" => Kind::BareHttp,
+                    "axum" => Kind::Axum,
                     _ => {
                         return Err(Error::usage(format!(
-                            "invalid value for --kind: {v:?} (echo|http|bare-http)"
+                            "invalid value for --kind: {v:?} (echo|http|bare-http|axum)"
                         )));
                     }
                 }
@@ -405,9 +411,9 @@ fn parse(args: &[String]) -> Result<Config, Error> {
                 "--kind http needs --rt weir, tokio, raw-epoll or raw-uring, not {rt_name}"
             )));
         }
-        if kind == Kind::BareHttp {
+        if matches!(kind, Kind::BareHttp | Kind::Axum) {
             return Err(Error::usage(format!(
-                "--kind bare-http needs --rt weir or tokio, not {rt_name}"
+                "--kind bare-http and axum need --rt weir or tokio, not {rt_name}"
             )));
         }
         if rt == Rt::RawUring && kind != Kind::Http {
@@ -629,6 +635,7 @@ mod tests {
             "--rt tokio --sharded",
             "--rt busy-loop --kind http",
             "--rt raw-uring --kind echo",
+            "--rt raw-epoll --kind axum",
             "--rt raw-epoll --min-wait-adaptive-us 10",
             "--cpu x",
             "--rt busy-loop --workers 2",

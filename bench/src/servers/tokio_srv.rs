@@ -49,6 +49,7 @@ pub(super) fn run(cfg: &Config) -> ! {
         Kind::BareHttp => runtime.block_on(runtime.spawn(serve(addr, stats, |stream| async {
             let _ = bare_http(stream).await;
         }))),
+        Kind::Axum => runtime.block_on(runtime.spawn(super::axum_srv::axum_serve(addr, stats))),
     };
     match served {
         Ok(Ok(())) => super::fatal("serving", "the accept loop stopped"),

@@ -95,6 +95,7 @@ pub(super) fn run(cfg: &Config) -> ! {
                 let _ = bare_http(stream).await;
             })))
         }
+        Kind::Axum => runtime.block_on(runtime.spawn(super::axum_srv::weir_serve(addr, stats))),
     };
     match served {
         Ok(Ok(())) => super::fatal("serving", "the accept loops stopped"),

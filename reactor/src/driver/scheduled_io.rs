@@ -67,6 +67,7 @@ impl ScheduledIo {
         self.generation
     }
 
+    #[inline]
     fn event(word: usize, mask: Ready) -> ReadyEvent {
         ReadyEvent {
             tick: ((word & TICK_MASK) >> TICK_SHIFT) as u16,
@@ -75,6 +76,7 @@ impl ScheduledIo {
         }
     }
 
+    #[inline]
     fn is_ready(word: usize, mask: Ready) -> bool {
         word & SHUTDOWN != 0 || Ready::from_usize(word & READY_MASK).intersects(mask)
     }
@@ -122,12 +124,22 @@ impl ScheduledIo {
     }
 
     /// `poll_*_ready`: ready if any bit of `dir` is set, else store the waker in `dir`'s slot.
+    // Inlined into the I/O operations of other crates: the fast path is one load; storing the
+    // waker is out of line.
+    #[inline]
     pub(crate) fn poll_ready(&self, cx: &mut Context<'_>, dir: Direction) -> Poll<ReadyEvent> {
         let mask = dir.mask();
         let cur = self.readiness.load(Acquire);
         if Self::is_ready(cur, mask) {
             return Poll::Ready(Self::event(cur, mask));
         }
+        self.poll_ready_slow(cx, dir)
+    }
+
+    /// `poll_ready` when not ready: store the waker, then look again.
+    #[inline(never)]
+    fn poll_ready_slow(&self, cx: &mut Context<'_>, dir: Direction) -> Poll<ReadyEvent> {
+        let mask = dir.mask();
         let mut w = self.waiters.lock();
         let slot = match dir {
             Direction::Read => &mut w.reader,
@@ -185,6 +197,7 @@ impl ScheduledIo {
     }
 
     /// The readiness currently recorded (no waker is stored).
+    #[inline]
     pub(crate) fn ready_now(&self, mask: Ready) -> ReadyEvent {
         Self::event(self.readiness.load(Acquire), mask)
     }
@@ -192,6 +205,7 @@ impl ScheduledIo {
     /// Clears the bits of `event` — unless an event arrived since it was observed (the tick
     /// moved), in which case the fd may be ready again and nothing is cleared. Closed bits are
     /// never cleared.
+    #[inline]
     pub(crate) fn clear_readiness(&self, event: ReadyEvent) {
         let clear = (event.ready - Ready::STICKY).as_usize();
         let _ = self.readiness.fetch_update(AcqRel, Acquire, |cur| {

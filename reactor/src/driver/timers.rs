@@ -12,22 +12,50 @@ use super::{Driver, ReactorHandle};
 impl Driver {
     /// Fires due timers; returns how many and the clock reading it used.
     pub(super) fn expire_timers(&mut self) -> (usize, Instant) {
+        match self.expire(|_| true) {
+            Some((n, instant, _)) => (n, instant),
+            None => (0, self.handle.inner.clock.now()),
+        }
+    }
+
+    /// [`expire_timers`](Self::expire_timers) for a turn that is about to block: with no timer
+    /// armed there is nothing to fire and no timeout to compute, so the clock is not read
+    /// (`None`). `clock_ns` then keeps the reading of the previous turn's end until the
+    /// reading after this wait: the owner is parked in between, and stealing looks at
+    /// `clock_ns` only while the owner is not parked (`steal.rs`); a stale cache only makes
+    /// `timer_arm` read the clock itself. The reading comes in the queue's nanoseconds too.
+    pub(super) fn expire_timers_if_armed(&mut self) -> Option<(usize, Instant, u64)> {
+        self.expire(|armed| armed > 0)
+    }
+
+    /// The earliest armed deadline, in the queue's nanoseconds.
+    pub(super) fn next_deadline_ns(&self) -> Option<u64> {
+        self.handle.inner.timers.lock().next_deadline()
+    }
+
+    /// Reads the clock and fires due timers if `read(armed timers)`, all under the timers'
+    /// lock (the clock takes no lock of the driver's).
+    fn expire(&mut self, read: impl FnOnce(usize) -> bool) -> Option<(usize, Instant, u64)> {
         let inner = &*self.handle.inner;
-        let instant = inner.clock.now();
-        let now = timer_queue::to_ns(instant);
-        inner.clock_ns.store(now, Ordering::Relaxed);
-        let n = {
+        let (n, instant, now) = {
             let mut timers = inner.timers.lock();
-            match timers.next_deadline() {
+            if !read(timers.len()) {
+                return None;
+            }
+            let instant = inner.clock.now();
+            let now = timer_queue::to_ns(instant);
+            inner.clock_ns.store(now, Ordering::Relaxed);
+            let n = match timers.next_deadline() {
                 Some(d) if d <= now => timers.expire(now, &mut self.wake),
                 _ => 0,
-            }
+            };
+            (n, instant, now)
         };
         if n > 0 {
             inner.metrics.timers_fired.add_owner(n as u64);
             self.wake.drain(..).for_each(Waker::wake);
         }
-        (n, instant)
+        Some((n, instant, now))
     }
 }
 
@@ -36,15 +64,37 @@ impl ReactorHandle {
     /// running (it recomputes its timeout before every wait).
     ///
     /// `owner`: the caller is the owning worker (from `ReactorHandle::current_for_timer`).
+    #[cfg(test)]
     pub(crate) fn timer_insert(&self, deadline: Instant, waker: Waker, owner: bool) -> TimerKey {
+        self.insert_ns(timer_queue::to_ns(deadline), waker, owner)
+    }
+
+    /// Arms a timer for `deadline` unless it is due on this reactor's clock: it is at or
+    /// before the owner's last clock reading, or at or before a fresh reading (the owner's
+    /// last reading may be older than a deadline taken from
+    /// [`Instant::now`](crate::time::Instant::now) just before — an interval's first tick, a
+    /// zero sleep — which is due all the same). `None` when due. The deadline is converted
+    /// to the queue's nanoseconds once, for the check and the queue.
+    pub(crate) fn timer_arm(
+        &self,
+        deadline: Instant,
+        waker: &Waker,
+        owner: bool,
+    ) -> Option<TimerKey> {
+        let ns = timer_queue::to_ns(deadline);
+        if self.has_passed_ns(ns) || deadline <= self.inner.clock.now() {
+            return None;
+        }
+        Some(self.insert_ns(ns, waker.clone(), owner))
+    }
+
+    /// [`timer_arm`](Self::timer_arm) past the check, `deadline` in the queue's nanoseconds.
+    fn insert_ns(&self, deadline: u64, waker: Waker, owner: bool) -> TimerKey {
         let inner = &*self.inner;
         if inner.shutdown.load(Ordering::Acquire) {
             panic!("a timer was armed on a weir runtime that has shut down; it would never fire");
         }
-        let (key, earliest) = inner
-            .timers
-            .lock()
-            .insert(timer_queue::to_ns(deadline), waker);
+        let (key, earliest) = inner.timers.lock().insert(deadline, waker);
         // The owner recomputes its timeout before it blocks, unless it is parked inside
         // another event loop (nesting), where its own code (a tokio task) may arm a timer.
         if earliest && (!owner || inner.park.is_parked()) {
@@ -55,16 +105,14 @@ impl ReactorHandle {
 
     /// `true` if `deadline` is at or before the owner's last clock reading (so it has passed).
     /// Costs no clock read; `false` says nothing.
+    #[cfg(test)]
     pub(crate) fn has_passed(&self, deadline: Instant) -> bool {
-        timer_queue::to_ns(deadline) <= self.inner.clock_ns.load(Ordering::Relaxed)
+        self.has_passed_ns(timer_queue::to_ns(deadline))
     }
 
-    /// `true` if `deadline` is due on this reactor's clock: it [has passed](Self::has_passed)
-    /// for the owner, or is at or before a fresh reading. The owner's last reading may be older
-    /// than a deadline taken from [`Instant::now`](crate::time::Instant::now) just before (an
-    /// interval's first tick, a zero sleep), which is due all the same.
-    pub(crate) fn is_due(&self, deadline: Instant) -> bool {
-        self.has_passed(deadline) || deadline <= self.inner.clock.now()
+    /// [`has_passed`](Self::has_passed) in the queue's nanoseconds.
+    fn has_passed_ns(&self, deadline: u64) -> bool {
+        deadline <= self.inner.clock_ns.load(Ordering::Relaxed)
     }
 
     /// `true` if the timer was armed and has fired (its entry is gone, and not because the

@@ -8,7 +8,7 @@ use std::io;
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
-use super::Driver;
+use super::{Driver, timer_queue};
 use crate::metrics::event_bucket;
 use crate::min_wait::{self, WaitReport};
 
@@ -17,22 +17,37 @@ impl Driver {
         if self.handle.inner.clock.is_paused() {
             return self.turn_paused(timeout);
         }
-        let (mut woken, now) = self.expire_timers();
+        // A turn that may block reads the clock only when a timer is armed (the reading
+        // bounds the wait); a poll reads it to record when the owner last turned.
+        let (mut woken, now) = if timeout == Some(Duration::ZERO) {
+            let (n, now) = self.expire_timers();
+            (n, Some((now, None)))
+        } else {
+            match self.expire_timers_if_armed() {
+                Some((n, now, now_ns)) => (n, Some((now, Some(now_ns)))),
+                None => (0, None),
+            }
+        };
         // Timers fired: their tasks are queued, so do not block.
         let blocking = woken == 0 && timeout != Some(Duration::ZERO);
-        // Set when the nearest timer, not the caller, bounds this wait: expire after it.
-        let mut timer_bound = false;
-        let mut deadline = now;
+        // Set when the nearest timer, not the caller, bounds this wait: its deadline and the
+        // clock reading the wait starts from. Expire after it.
+        let mut bound = None;
         let timeout = if !blocking {
             Some(Duration::ZERO)
         } else {
-            match self.next_timer() {
-                Some(t) => {
-                    let until = t.saturating_duration_since(now);
-                    timer_bound = timeout.is_none_or(|d| until <= d);
-                    deadline = t;
-                    Some(timeout.map_or(until, |d| d.min(until)))
-                }
+            // In the queue's nanoseconds: no conversion unless the timer bounds the wait.
+            match now.and_then(|(now, ns)| Some((now, ns?))) {
+                Some((now, now_ns)) => match self.next_deadline_ns() {
+                    Some(t) => {
+                        let until = Duration::from_nanos(t.saturating_sub(now_ns));
+                        if timeout.is_none_or(|d| until <= d) {
+                            bound = Some((timer_queue::from_ns(t), now));
+                        }
+                        Some(timeout.map_or(until, |d| d.min(until)))
+                    }
+                    None => timeout,
+                },
                 None => timeout,
             }
         };
@@ -40,39 +55,45 @@ impl Driver {
         let registry = &self.handle.inner.registry;
         if blocking && timeout != Some(Duration::ZERO) {
             // End a timer-bound wait `margin` early and spin the rest (see `park`).
-            let margin = if timer_bound {
+            let margin = if bound.is_some() {
                 self.spin_margin()
             } else {
                 Duration::ZERO
             };
             let wait_for = timeout.map(|d| d.saturating_sub(margin));
-            if wait_for == Some(Duration::ZERO) {
-                self.spin_until(deadline)?;
-            } else {
-                let window = self.policy.window();
-                let report = min_wait::wait(
-                    &mut self.selector,
-                    registry,
-                    &mut self.events,
-                    self.max_events,
-                    wait_for,
-                    window,
-                    self.policy.needs_timing(),
-                )?;
-                self.record_wait(&report);
-                if timer_bound && self.events.is_empty() {
-                    // The wait timed out: learn how late the OS woke us, then spin.
-                    let target = now + wait_for.unwrap_or_default();
-                    let late = self
-                        .handle
-                        .inner
-                        .clock
-                        .now()
-                        .saturating_duration_since(target);
-                    let late = u64::try_from(late.as_nanos()).unwrap_or(u64::MAX);
-                    self.late_ns = self.late_ns - self.late_ns / 4 + late / 4;
-                    if !margin.is_zero() {
-                        self.spin_until(deadline)?;
+            match bound {
+                // Only a timer-bound wait can shrink to nothing (by its margin).
+                Some((deadline, _)) if wait_for == Some(Duration::ZERO) => {
+                    self.spin_until(deadline)?;
+                }
+                _ => {
+                    let window = self.policy.window();
+                    let report = min_wait::wait(
+                        &mut self.selector,
+                        registry,
+                        &mut self.events,
+                        self.max_events,
+                        wait_for,
+                        window,
+                        self.policy.needs_timing(),
+                    )?;
+                    self.record_wait(&report);
+                    if let Some((deadline, now)) = bound
+                        && self.events.is_empty()
+                    {
+                        // The wait timed out: learn how late the OS woke us, then spin.
+                        let target = now + wait_for.unwrap_or_default();
+                        let late = self
+                            .handle
+                            .inner
+                            .clock
+                            .now()
+                            .saturating_duration_since(target);
+                        let late = u64::try_from(late.as_nanos()).unwrap_or(u64::MAX);
+                        self.late_ns = self.late_ns - self.late_ns / 4 + late / 4;
+                        if !margin.is_zero() {
+                            self.spin_until(deadline)?;
+                        }
                     }
                 }
             }
@@ -82,7 +103,9 @@ impl Driver {
             self.handle.inner.metrics.polls.add_owner(1);
         }
         woken += self.deliver_events();
-        if timer_bound || !self.events.is_empty() {
+        // After the wait: fire what came due, and record when the owner turned (a turn that
+        // skipped the reading before its wait takes it here).
+        if bound.is_some() || now.is_none() || !self.events.is_empty() {
             woken += self.expire_timers().0;
         }
         Ok(woken)

@@ -173,6 +173,7 @@ impl Registration {
 
     /// [`poll_ready`](Self::poll_ready) without the budget: the operations charge once per
     /// completed operation instead of once per readiness check.
+    #[inline]
     fn poll_ready_uncharged(
         &self,
         cx: &mut Context<'_>,
@@ -213,11 +214,13 @@ impl Registration {
 
     /// Clears readiness observed in `event` after an operation returned `WouldBlock`. If an event
     /// arrived since `event` was observed, nothing is cleared.
+    #[inline]
     pub fn clear_readiness(&self, event: ReadyEvent) {
         self.shared.clear_readiness(event);
     }
 
     /// The readiness recorded right now for `interest` (no waker is stored).
+    #[inline]
     pub fn ready_now(&self, interest: Interest) -> ReadyEvent {
         self.shared.ready_now(Ready::from_interest(interest))
     }

@@ -187,14 +187,17 @@ fn poll_timer(
         *entry = None;
     }
     let (handle, owner) = ReactorHandle::current_for_timer();
-    if handle.is_due(deadline.into_std()) {
-        *fired = true;
-        coop.made_progress();
-        return Poll::Ready(());
+    match handle.timer_arm(deadline.into_std(), cx.waker(), owner) {
+        Some(key) => {
+            *entry = Some(Armed { handle, key });
+            Poll::Pending
+        }
+        None => {
+            *fired = true;
+            coop.made_progress();
+            Poll::Ready(())
+        }
     }
-    let key = handle.timer_insert(deadline.into_std(), cx.waker().clone(), owner);
-    *entry = Some(Armed { handle, key });
-    Poll::Pending
 }
 
 impl Drop for Sleep {

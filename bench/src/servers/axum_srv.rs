@@ -1,0 +1,43 @@
+//! `--kind axum`: the same axum `Router` served by `weir::serve` on weir and by `axum::serve`
+//! on tokio, both with graceful shutdown armed (a signal that never comes) and `TCP_NODELAY`
+//! on every connection. `weir::serve` also arms hyper's 30 s header-read timeout, which
+//! `axum::serve` does not.
+
+use std::io;
+use std::net::SocketAddr;
+
+use axum::Router;
+use axum::routing::get;
+
+use super::{StatsFn, bind_error};
+
+/// The application: `GET /` answers `Hello, World!`.
+fn app() -> Router {
+    Router::new().route("/", get(|| async { "Hello, World!" }))
+}
+
+/// Serves [`app`] with `weir::serve` (runs on a weir worker).
+pub(super) async fn weir_serve(addr: SocketAddr, stats: StatsFn) -> io::Result<()> {
+    let listener = weir::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| bind_error(addr, e))?;
+    super::announce(listener.local_addr()?.port(), stats);
+    weir::serve(listener, app())
+        .with_graceful_shutdown(std::future::pending())
+        .await
+}
+
+/// Serves [`app`] with `axum::serve` (runs on a tokio worker).
+pub(super) async fn axum_serve(addr: SocketAddr, stats: StatsFn) -> io::Result<()> {
+    use axum::serve::ListenerExt;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| bind_error(addr, e))?;
+    super::announce(listener.local_addr()?.port(), stats);
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    axum::serve(listener, app())
+        .with_graceful_shutdown(std::future::pending())
+        .await
+}
