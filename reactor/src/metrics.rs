@@ -45,6 +45,8 @@ pub(crate) struct ReactorMetrics {
     pub(crate) windows_full: Counter,
     pub(crate) window_ns: Counter,
     pub(crate) window_events: Counter,
+    pub(crate) window_probes_kept: Counter,
+    pub(crate) window_probes_refused: Counter,
     pub(crate) timers_fired: Counter,
     pub(crate) timer_spin_ns: Counter,
     pub(crate) wakes_received: Counter,
@@ -77,6 +79,12 @@ pub struct ReactorStats {
     pub window_nanos: u64,
     /// Events gathered by windows' collecting polls (beyond the first wait's).
     pub window_events: u64,
+    /// Adaptive min_wait: probes that found windows worth their cost here (windows allowed
+    /// until the next probe).
+    pub window_probes_kept: u64,
+    /// Adaptive min_wait: probes that found windows save too little (no window until the
+    /// next probe).
+    pub window_probes_refused: u64,
     /// Timers that fired.
     pub timers_fired: u64,
     /// Time spent spinning just before timer deadlines (the timer spin margin), nanoseconds.
@@ -111,6 +119,8 @@ impl ReactorMetrics {
             windows_full: self.windows_full.get(),
             window_nanos: self.window_ns.get(),
             window_events: self.window_events.get(),
+            window_probes_kept: self.window_probes_kept.get(),
+            window_probes_refused: self.window_probes_refused.get(),
             timers_fired: self.timers_fired.get(),
             timer_spin_nanos: self.timer_spin_ns.get(),
             wakes_received: self.wakes_received.get(),

@@ -32,6 +32,23 @@ pub fn set_timer_slack(nanos: u64) -> io::Result<u64> {
     }
 }
 
+/// The calling thread's CPU time (user and system) so far; `None` where it cannot be read.
+/// A system call (`CLOCK_THREAD_CPUTIME_ID` has no vDSO path): read it rarely.
+pub(crate) fn cpu_time() -> Option<std::time::Duration> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a live, writable timespec for the call.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &raw mut ts) };
+    (rc == 0).then(|| {
+        std::time::Duration::new(
+            u64::try_from(ts.tv_sec).unwrap_or(0),
+            u32::try_from(ts.tv_nsec).unwrap_or(0),
+        )
+    })
+}
+
 /// The calling thread's timer slack in nanoseconds (0 where unsupported).
 pub fn timer_slack() -> u64 {
     #[cfg(target_os = "linux")]

@@ -212,6 +212,23 @@ impl Driver {
             window = report.window.is_some(),
             "wait"
         );
+        if let Some((_, end)) = report.span
+            && let Some(v) = self.policy.measure(end, m.events.get())
+        {
+            if v.on {
+                m.window_probes_kept.add_owner(1);
+            } else {
+                m.window_probes_refused.add_owner(1);
+            }
+            tracing::debug!(
+                target: "weir::sched",
+                worker,
+                windows = v.on,
+                with_ns_per_event = v.with_ns,
+                without_ns_per_event = v.without_ns,
+                "adaptive min_wait: measured what windows save"
+            );
+        }
         if let Some(open) = self.policy.record(report) {
             // A decision per wait near the threshold: scheduler detail, not a lifecycle event.
             tracing::trace!(

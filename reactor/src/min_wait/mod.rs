@@ -1,7 +1,8 @@
 //! min_wait batching — the one home of the idea.
 //!
 //! One idea: the window's semantics, the wait built on a backend's `select`, and the adaptive
-//! policy that opens it, next to each other (the last two hundred lines are their tests).
+//! policy that opens it, next to each other (the last two hundred lines are their tests). The
+//! adaptive policy's measurement of its own gain is in [`gain`].
 //!
 //! # Semantics
 //!
@@ -82,11 +83,21 @@
 //! latency stays within `max` at any load, and the window shrinks to nothing as the worker
 //! approaches saturation — where a fixed window would add idle time to every cycle and cut
 //! the worker's capacity. At low load (`gap` long) no window opens and nothing is delayed.
+//!
+//! The rule says when a window *can* gather; whether gathering *pays* depends on what a
+//! wake-up costs on the host, which no timing tells. So the adaptive policy also measures its
+//! gain, the thread's CPU per I/O event with windows allowed and without, in short
+//! alternating periods, and allows windows only while they save at least 4 % of it
+//! ([`gain`] has the method and its costs).
 
 use std::io;
 use std::time::{Duration, Instant};
 
 use crate::sys::{self, Event, WAKE_TOKEN};
+
+mod gain;
+
+pub(crate) use gain::Verdict;
 
 /// How long a blocking wait may gather events before returning. See the [module docs](self).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -290,6 +301,8 @@ pub(crate) struct Policy {
     last_end: Option<Instant>,
     /// The window the next wait uses (adaptive), if any.
     window: Option<Duration>,
+    /// Whether windows pay here (adaptive only).
+    gain: gain::Gain,
 }
 
 impl Policy {
@@ -303,6 +316,7 @@ impl Policy {
             idle_ns: max_ns,
             last_end: None,
             window: None,
+            gain: gain::Gain::new(),
         }
     }
 
@@ -317,8 +331,28 @@ impl Policy {
             MinWait::Off => None,
             MinWait::Fixed(d) if d.is_zero() => None,
             MinWait::Fixed(d) => Some(d),
-            MinWait::Adaptive { .. } => self.window,
+            MinWait::Adaptive { .. } => self.window.filter(|_| self.gain.allowed()),
         }
+    }
+
+    /// Feeds the gain measurement after a blocking wait: `events` is the reactor's I/O event
+    /// count so far. Reads the thread's CPU time at the measurement's period boundaries only.
+    /// Returns the verdict when a probe ended.
+    pub(crate) fn measure(&mut self, now: Instant, events: u64) -> Option<Verdict> {
+        self.measure_with(now, events, crate::thread::cpu_time)
+    }
+
+    /// [`measure`](Self::measure) with the CPU clock given.
+    pub(crate) fn measure_with(
+        &mut self,
+        now: Instant,
+        events: u64,
+        cpu: impl FnOnce() -> Option<Duration>,
+    ) -> Option<Verdict> {
+        if !matches!(self.mode, MinWait::Adaptive { .. }) {
+            return None;
+        }
+        self.gain.tick(now, events, cpu)
     }
 
     /// Feeds one blocking wait into the averages; returns `Some(open)` when the adaptive window
@@ -405,6 +439,37 @@ mod tests {
             feed(&mut p, &mut t, 20, 5_000, 5_000);
         }
         assert_eq!(p.window(), None);
+    }
+
+    #[test]
+    fn adaptive_windows_close_where_they_do_not_pay() {
+        let max = Duration::from_micros(200);
+        let mut p = Policy::new(MinWait::Adaptive { max });
+        let mut t = Instant::now();
+        for _ in 0..64 {
+            feed(&mut p, &mut t, 50, 20, 100);
+        }
+        assert!(p.window().is_some(), "medium load opens the window");
+        // A probe in which windows save nothing: every period costs 10 µs per event.
+        let (mut events, mut cpu) = (0u64, Duration::ZERO);
+        assert_eq!(p.measure_with(t, events, || Some(cpu)), None);
+        let verdict = loop {
+            t += gain::PERIOD;
+            events += 1000;
+            cpu += Duration::from_millis(10);
+            if let Some(v) = p.measure_with(t, events, || Some(cpu)) {
+                break v;
+            }
+        };
+        assert!(!verdict.on);
+        assert_eq!(
+            p.window(),
+            None,
+            "refused: no window although the load is medium"
+        );
+        // Fixed windows are the user's choice and are never measured.
+        let mut fixed = Policy::new(MinWait::Fixed(max));
+        assert_eq!(fixed.measure_with(t, 0, || panic!("not read")), None);
     }
 
     #[test]
