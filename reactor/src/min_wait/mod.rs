@@ -2,7 +2,7 @@
 //!
 //! One idea: the window's semantics, the wait built on a backend's `select`, and the adaptive
 //! policy that opens it, next to each other (the last two hundred lines are their tests). The
-//! adaptive policy's measurement of its own gain is in [`gain`].
+//! adaptive policy's measurement of its own gain is in `gain.rs`.
 //!
 //! # Semantics
 //!
@@ -88,7 +88,7 @@
 //! wake-up costs on the host, which no timing tells. So the adaptive policy also measures its
 //! gain, the thread's CPU per I/O event with windows allowed and without, in short
 //! alternating periods, and allows windows only while they save at least 4 % of it
-//! ([`gain`] has the method and its costs).
+//! (`gain.rs` has the method and its costs).
 
 use std::io;
 use std::time::{Duration, Instant};
