@@ -14,14 +14,14 @@ use io_uring::IoUring;
 use io_uring::types::BufRingEntry;
 
 /// The buffer group id receives name.
-pub(super) const BGID: u16 = 0;
+pub(crate) const BGID: u16 = 0;
 /// Buffers in the group (a power of two, as the kernel requires).
 const COUNT: u16 = 256;
 /// Bytes per buffer.
 const BUF_LEN: usize = 4096;
 
 /// The buffers and their ring.
-pub(super) struct BufRing {
+pub(crate) struct BufRing {
     /// `COUNT` entries, page-aligned (`mmap`): the ring the kernel reads.
     entries: NonNull<BufRingEntry>,
     entries_len: usize,
@@ -36,7 +36,7 @@ pub(super) struct BufRing {
 unsafe impl Send for BufRing {}
 
 impl BufRing {
-    pub(super) fn new() -> io::Result<BufRing> {
+    pub(crate) fn new() -> io::Result<BufRing> {
         let entries_len = usize::from(COUNT) * std::mem::size_of::<BufRingEntry>();
         // SAFETY: an anonymous private mapping, no address hint; the result is checked.
         let p = unsafe {
@@ -66,7 +66,7 @@ impl BufRing {
     /// # Safety
     /// No request of an earlier ring may still write into the buffers: that ring is closed (its
     /// task work no longer runs receives) or never had the group.
-    pub(super) unsafe fn register(&mut self, ring: &IoUring) -> io::Result<()> {
+    pub(crate) unsafe fn register(&mut self, ring: &IoUring) -> io::Result<()> {
         self.tail = 0;
         // SAFETY: the tail field lives in the mapping; zeroing it while no ring has the group
         // registered races with nobody.
@@ -88,13 +88,13 @@ impl BufRing {
     }
 
     /// The `len` bytes the kernel wrote into buffer `bid`.
-    pub(super) fn get(&self, bid: u16, len: usize) -> &[u8] {
+    pub(crate) fn get(&self, bid: u16, len: usize) -> &[u8] {
         let start = usize::from(bid % COUNT) * BUF_LEN;
         &self.mem[start..start + len.min(BUF_LEN)]
     }
 
     /// Gives buffer `bid` back to the kernel.
-    pub(super) fn recycle(&mut self, bid: u16) {
+    pub(crate) fn recycle(&mut self, bid: u16) {
         self.offer(bid % COUNT);
         self.publish();
     }
