@@ -13,6 +13,8 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use io_uring::IoUring;
 use io_uring::types::BufRingEntry;
 
+use crate::ring::Ring;
+
 /// The buffer group id receives name.
 pub(crate) const BGID: u16 = 0;
 /// Buffers in the group (a power of two, as the kernel requires).
@@ -32,7 +34,7 @@ pub(crate) struct BufRing {
 }
 
 // SAFETY: the ring's memory is owned by this value and only touched through `&mut self` (by
-// the reactor's owner) or by the kernel; moving it to another thread moves that ownership.
+// the ring's owner) or by the kernel; moving it to another thread moves that ownership.
 unsafe impl Send for BufRing {}
 
 impl BufRing {
@@ -127,6 +129,32 @@ impl BufRing {
         // SAFETY: the tail is a naturally aligned u16 inside entry 0 of the live mapping; the
         // kernel reads it with acquire loads, we write it with atomic stores only.
         unsafe { AtomicU16::from_ptr(BufRingEntry::tail(self.entries.as_ptr()).cast_mut()) }
+    }
+}
+
+impl BufRing {
+    /// The buffers of a new `ring` (not enabled yet), registered on it; `None` with one
+    /// warning per process when the kernel refuses them (streams are then polled as usual).
+    pub(crate) fn for_ring(ring: &Ring) -> Option<BufRing> {
+        let built = BufRing::new().and_then(|mut b| {
+            // SAFETY: a new ring, which never had the group.
+            unsafe { b.register(ring.inner()) }.map(|()| b)
+        });
+        match built {
+            Ok(b) => Some(b),
+            Err(e) => {
+                static WARNED: std::sync::Once = std::sync::Once::new();
+                WARNED.call_once(|| {
+                    tracing::warn!(
+                        target: "weir::reactor",
+                        error = %e,
+                        "io_uring receive fast path unavailable (provided-buffer ring refused); \
+                         streams are polled for readiness instead"
+                    )
+                });
+                None
+            }
+        }
     }
 }
 

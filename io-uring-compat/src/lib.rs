@@ -32,6 +32,7 @@
 //! | `probe.rs` | the probe, once per process |
 //! | `napi.rs` | kernel busy poll on a ring |
 //! | `event.rs` | [`Event`], [`Ready`] |
+//! | `sys.rs` | the plain syscalls of the shared half: pollable?, which socket, the eventfd write |
 //!
 //! # The ring
 //!
@@ -141,8 +142,11 @@
 //! Neither wins the pinned cost comparison, and both change what a program sees: bytes
 //! received ahead are not in the socket (a reader of the raw fd misses them; giving the fd back
 //! needs [`Ahead::detach`] and [`Ahead::take_all`]), connections are established whether or
-//! not the program accepts, and each ring holds 1 MiB of buffers. So they stay, for the
-//! unpinned servers they help, and are off unless asked for.
+//! not the program accepts, and each ring holds 1 MiB of buffers. So the receive path stays
+//! for the unpinned servers it helps, and the accept path with it, since it costs little
+//! beside it (the same slot, the same [`Ahead`], the same state; only its queue and its
+//! completion are its own); both are off unless asked for. Removing the accept path would be
+//! the first cut if a pinned-and-unpinned rerun shows its churn gain to be noise.
 //!
 //! Writes stay the caller's `send(2)`: a send the ring queued would have to report success
 //! before the kernel took the bytes.
@@ -203,6 +207,7 @@ mod polls;
 pub mod probe;
 mod registry;
 mod ring;
+mod sys;
 mod user_data;
 mod wait;
 
@@ -385,7 +390,7 @@ impl Selector {
         let sizes = config.sizes();
         let mut ring = Ring::new(sizes)?;
         let bufs = if config.recv_multishot {
-            recv_buffers(&ring)
+            bufs::BufRing::for_ring(&ring)
         } else {
             None
         };
@@ -468,30 +473,6 @@ impl Selector {
             overflow_flushes: self.overflow_flushes,
             rearms: core.polls.rearms(),
             migrations: self.migrations,
-        }
-    }
-}
-
-/// The provided buffers of the receive fast path, registered on `ring` (not enabled yet); `None`
-/// with one warning per process when the kernel refuses them (reads then use the socket).
-fn recv_buffers(ring: &Ring) -> Option<bufs::BufRing> {
-    let built = bufs::BufRing::new().and_then(|mut b| {
-        // SAFETY: a new ring, which never had the group.
-        unsafe { b.register(ring.inner()) }.map(|()| b)
-    });
-    match built {
-        Ok(b) => Some(b),
-        Err(e) => {
-            static WARNED: std::sync::Once = std::sync::Once::new();
-            WARNED.call_once(|| {
-                tracing::warn!(
-                    target: "weir::reactor",
-                    error = %e,
-                    "io_uring receive fast path unavailable (provided-buffer ring refused); \
-                     streams are polled for readiness instead"
-                )
-            });
-            None
         }
     }
 }

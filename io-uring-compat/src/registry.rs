@@ -16,6 +16,7 @@ use parking_lot::Mutex;
 use crate::ahead::{AcceptQueue, Ahead, Owner, Queue, ReadAhead};
 use crate::inbox::Inbox;
 use crate::napi::{self, NapiParams};
+use crate::sys::{SocketKind, check_pollable, signal_eventfd, socket_kind};
 use crate::{Core, Op, ring};
 
 /// See `Shared::issuer`.
@@ -134,21 +135,6 @@ impl Registry {
     }
 }
 
-/// `EPERM` for what epoll cannot watch either (regular files, directories), `EBADF` for a
-/// closed fd.
-fn check_pollable(fd: RawFd) -> io::Result<()> {
-    // SAFETY: `stat` is plain data; fstat writes one `struct stat` into it and reads nothing.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: `st` is a live, writable `struct stat`; an invalid `fd` is reported as EBADF.
-    if unsafe { libc::fstat(fd, &mut st) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    match st.st_mode & libc::S_IFMT {
-        libc::S_IFREG | libc::S_IFDIR => Err(io::Error::from_raw_os_error(libc::EPERM)),
-        _ => Ok(()),
-    }
-}
-
 impl Shared {
     /// Queues `op` for the owner and wakes it if it is blocked.
     fn push(&self, op: Op) {
@@ -162,61 +148,6 @@ impl Shared {
             tracing::error!(target: "weir::reactor", error = %e, "eventfd write failed");
         }
     }
-}
-
-/// Adds one to an eventfd's counter. The ring watches the eventfd with a multishot poll,
-/// which completes at every write, so the counter is never read back, except to drain it when
-/// it is about to overflow (`EAGAIN`). `EINTR` is retried.
-fn signal_eventfd(fd: RawFd) -> io::Result<()> {
-    let one: u64 = 1;
-    loop {
-        // SAFETY: writes 8 bytes from a live u64 to `fd`, the registry's open eventfd.
-        let n = unsafe { libc::write(fd, (&raw const one).cast(), size_of::<u64>()) };
-        if n >= 0 {
-            return Ok(());
-        }
-        let err = io::Error::last_os_error();
-        match err.kind() {
-            io::ErrorKind::Interrupted => {}
-            io::ErrorKind::WouldBlock => {
-                let mut drained: u64 = 0;
-                // SAFETY: reads 8 bytes into a live u64 from the same open eventfd.
-                unsafe { libc::read(fd, (&raw mut drained).cast(), size_of::<u64>()) };
-            }
-            _ => return Err(err),
-        }
-    }
-}
-
-/// What a socket registered to be read ahead is, for the fast paths: `SO_ACCEPTCONN`, then
-/// `SO_TYPE`. `None` for what no fast path serves (not a socket, a datagram socket).
-fn socket_kind(fd: RawFd, accept: bool, recv: bool) -> Option<SocketKind> {
-    let opt = |name: libc::c_int| -> Option<libc::c_int> {
-        let mut value: libc::c_int = 0;
-        let mut len = size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: getsockopt writes at most `len` bytes (one c_int) into `value` and updates
-        // `len`; both are live locals. A bad `fd` is an error, not undefined behaviour.
-        let rc = unsafe {
-            libc::getsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                name,
-                (&raw mut value).cast(),
-                &raw mut len,
-            )
-        };
-        (rc == 0).then_some(value)
-    };
-    if opt(libc::SO_ACCEPTCONN)? != 0 {
-        return accept.then_some(SocketKind::Listener);
-    }
-    (recv && opt(libc::SO_TYPE)? == libc::SOCK_STREAM).then_some(SocketKind::Stream)
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum SocketKind {
-    Stream,
-    Listener,
 }
 
 impl Registry {
@@ -492,19 +423,5 @@ impl Owner for Shared {
             }
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn regular_files_are_refused_like_epoll() {
-        let f = std::fs::File::open("/proc/self/exe").unwrap();
-        let e = check_pollable(f.as_raw_fd()).unwrap_err();
-        assert_eq!(e.raw_os_error(), Some(libc::EPERM));
-        let e = check_pollable(-1).unwrap_err();
-        assert_eq!(e.raw_os_error(), Some(libc::EBADF));
     }
 }

@@ -8,7 +8,7 @@
 //! `TWA_SIGNAL` on every thread that has an io_uring context for the ring — the thread that
 //! created it and every thread that submitted to it. That task work interrupts whatever the
 //! thread is blocked in: a `read` on a socket with `SO_RCVTIMEO` then fails with `EINTR`
-//! (measured: about 17 ms after the close, on a thread that had dropped its driver). So:
+//! (measured: about 17 ms after the close, on a thread that had dropped its ring). So:
 //! - a ring is created on a short-lived thread of its own ([`Ring::new`]), which has exited
 //!   (and dropped its context) before anyone uses the ring; only the thread that enables the
 //!   ring ever submits to it;

@@ -1,6 +1,6 @@
 //! What a request's `user_data` says: which kind of request it is (a readiness poll, the wake
-//! handle's poll, a cancellation) and, for a poll, which slot of the owner's poll table it
-//! belongs to.
+//! handle's poll, a cancellation, an ahead request) and, for a poll or an ahead request, which
+//! slot of the owner's table it belongs to.
 //!
 //! ```text
 //! bits 63..62  kind: 0 = poll, 1 = wake poll, 2 = cancel, 3 = ahead (multishot receive or accept)
@@ -10,9 +10,9 @@
 //!
 //! The slot's generation changes whenever a slot is reused, so a completion of a poll whose
 //! slot was freed and taken by another registration (an fd closed and its number reused) is
-//! recognised and dropped. The driver's token (slab index and generation of the registration)
-//! lives in the slot, not in `user_data`: a re-registration of the same token (new interest)
-//! must be told apart from the poll it replaces, whose last completion may still be on its way.
+//! recognised and dropped. The caller's token lives in the slot, not in `user_data`: a
+//! re-registration of the same token (new interest) must be told apart from the poll it
+//! replaces, whose last completion may still be on its way.
 
 /// The kind of request a completion belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

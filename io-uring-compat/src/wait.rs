@@ -1,6 +1,6 @@
 //! One wait of the owner: drain the inbox, submit, enter the ring (with the kernel's min_wait
 //! window when it has one), reap the completions into readiness events. Also what replaces a
-//! ring: a driver leaving its thread, or an owner found on another thread.
+//! ring: a selector leaving its thread, or an owner found on another thread.
 
 use std::io;
 use std::os::fd::OwnedFd;

@@ -13,19 +13,23 @@
 //! completion ends the request, whether a reader drained the queue meanwhile.
 //!
 //! ```text
-//!            high-water mark            final completion
-//!   Armed ───────────────────► Stopping ──────────────────► Stopped
-//!     ▲ ▲                         │ a reader drains            │ a reader drains:
-//!     │ │                         ▼                            ▼ it asks (inbox)
-//!     │ └──── final completion ─ Asked ◄─ ─ ─ ─ ─ ─ ─ ─ ─ ─ Resuming
-//!     └────────────────────────────────────────────────────────┘ the owner reads the request
-//!   end of stream, receive error: Ended; deregistration: Closing, then Closed
+//!           high-water mark             final completion
+//!   Armed ─────────────────► Stopping ─────────────────────► Stopped
+//!    ▲ ▲                        │ a reader drains               │ a reader drains:
+//!    │ │  final completion      ▼                               ▼ it asks, through the inbox
+//!    │ └───────────────────── Asked                          Resuming
+//!    └─────────────── the owner reads the request ──────────────┘
+//!
+//!   end of stream, receive error: Ended        accept error: Stopped
+//!   deregistered: Closing while a request is in flight, then Closed
 //! ```
 //!
-//! A stale request (asked for while the request was still stopping, and served by its final
-//! completion) finds the request no longer `Resuming` and does nothing; an accept error ends
-//! the request in `Stopped`, so a request made before it cannot re-arm the accept before the
-//! reader has taken the error.
+//! A reader that drains a queue whose request is still stopping asks nobody: the final
+//! completion finds `Asked` and arms the request again. A request the owner reads late (the
+//! request was armed again meanwhile, by a ring rebuilt on another thread, and stopped again)
+//! finds it no longer `Resuming` and does nothing. An accept error ends in `Stopped`, and a
+//! reader asks only once it has taken the error, so the accept is not armed again before the
+//! reader could back off.
 
 use std::fmt;
 use std::io;

@@ -268,23 +268,21 @@ mod tests {
 #[cfg(all(test, loom))]
 mod loom_tests {
     use super::*;
-    use loom::sync::Arc;
-    use loom::sync::atomic::{AtomicBool, Ordering};
+    use loom::sync::{Arc, Mutex};
     use loom::thread;
 
     #[test]
     fn a_drained_queue_always_gets_its_receive_back() {
         loom::model(|| {
             let ra = Arc::new(ReadAhead::new());
-            // The reader's request, as the inbox would carry it, and the end of its reading.
-            let asked = Arc::new(AtomicBool::new(false));
-            let done = Arc::new(AtomicBool::new(false));
+            // The inbox as the owner sees it: the reader's request, and whether it is done.
+            let inbox = Arc::new(Mutex::new((false, false)));
             // A completion fills the queue to the mark: the receive is cancelled, its final
             // completion still to come.
             let (_, then) = ra.complete(HIGH_WATER as i32, &vec![0u8; HIGH_WATER], true);
             assert_eq!(then, Then::Cancel);
             let reader = {
-                let (ra, asked, done) = (ra.clone(), asked.clone(), done.clone());
+                let (ra, inbox) = (ra.clone(), inbox.clone());
                 thread::spawn(move || {
                     let mut got = 0;
                     while got < HIGH_WATER {
@@ -293,19 +291,23 @@ mod loom_tests {
                             got += n;
                         }
                         if resume {
-                            asked.store(true, Ordering::SeqCst);
+                            inbox.lock().unwrap().0 = true;
                         }
                         thread::yield_now();
                     }
-                    done.store(true, Ordering::SeqCst);
+                    inbox.lock().unwrap().1 = true;
                 })
             };
             // The owner: the final completion, and the reader's request whenever it arrives.
             let mut armed = ra.complete(-libc::ECANCELED, &[], false).1 == Then::Arm;
             while !armed {
-                if asked.swap(false, Ordering::SeqCst) {
+                let (request, done) = {
+                    let mut inbox = inbox.lock().unwrap();
+                    (std::mem::take(&mut inbox.0), inbox.1)
+                };
+                if request {
                     armed = ra.step(Flow::resume) == Then::Arm;
-                } else if done.load(Ordering::SeqCst) && !asked.load(Ordering::SeqCst) {
+                } else if done {
                     break;
                 } else {
                     thread::yield_now();
