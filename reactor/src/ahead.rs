@@ -1,26 +1,26 @@
-//! [`Ahead`]: the one hook by which a backend may take a socket's input ahead of the program —
-//! the bytes of a stream, the connections of a listener — and the reads that must look there
-//! first.
-//!
-//! A socket opts in when it is registered ([`Registration::with_ahead`], or
-//! [`AsyncFd::with_ahead`](crate::AsyncFd::with_ahead)); whether its input is then taken ahead
-//! is the backend's business (today: io_uring with its receive or accept fast path on, see
-//! [`DriverConfig::recv_multishot`](crate::DriverConfig::recv_multishot)). If it is,
-//! [`Registration::ahead`] returns the queue, and the socket's owner reads (accepts) from it
-//! before any syscall; read readiness is reported when something is queued. Everything else —
-//! the readiness futures, `try_io`, writes — is unchanged.
-//!
+//! [`Ahead`]: the one hook by which a backend may take a socket's input ahead of the program.
 //! Kept apart from `io` and `sys`, which both use it, so neither imports the other.
-//!
-//! [`Registration::with_ahead`]: crate::Registration::with_ahead
-//! [`Registration::ahead`]: crate::Registration::ahead
 
 use std::fmt;
 use std::io;
 use std::os::fd::OwnedFd;
 
-/// A socket's input that the reactor takes ahead of the program: see the
-/// [module docs](self).
+/// The fast-path hook: a socket's input that the reactor takes ahead of the program — the
+/// bytes of a stream, the connections of a listener — and that its reads must look at first.
+///
+/// A socket opts in when it is registered ([`Registration::with_ahead`], or
+/// [`AsyncFd::with_ahead`](crate::AsyncFd::with_ahead)); whether its input is then taken ahead
+/// is the backend's business (today: io_uring with its receive or accept fast path on, see
+/// [`DriverConfig::recv_multishot`](crate::DriverConfig::recv_multishot)). If it is,
+/// [`Registration::ahead`] returns this queue, and the socket's owner reads (accepts) from it
+/// before any syscall; read readiness is reported when something is queued. Everything else —
+/// the readiness futures, `try_io`, writes — is unchanged. Giving the fd back without losing a
+/// byte is [`AsyncFd::into_parts`](crate::AsyncFd::into_parts) (or
+/// [`Registration::detach`]).
+///
+/// [`Registration::with_ahead`]: crate::Registration::with_ahead
+/// [`Registration::ahead`]: crate::Registration::ahead
+/// [`Registration::detach`]: crate::Registration::detach
 pub struct Ahead {
     inner: Inner,
 }
@@ -92,7 +92,7 @@ impl Ahead {
     }
 
     /// Stops taking input ahead and deregisters the socket, losslessly; then takes what was
-    /// queued. See [`AsyncFd::into_parts`](crate::AsyncFd::into_parts).
+    /// queued (see `Registration::detach`).
     pub(crate) fn detach(&self) -> (Vec<u8>, io::Result<()>) {
         match self.inner {
             #[cfg(target_os = "linux")]
