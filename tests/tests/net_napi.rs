@@ -286,7 +286,9 @@ fn kernel_busy_poll_is_applied_to_every_worker() {
         budget: 16,
         prefer: true,
     };
+    // The epoll instances are read back: epoll, whatever `WEIR_BACKEND` says.
     let rt = Builder::new_multi_thread()
+        .backend(Backend::Epoll)
         .workers(2)
         .kernel_busy_poll(want.usecs, want.budget, want.prefer)
         .build()
