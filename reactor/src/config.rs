@@ -39,18 +39,17 @@ pub struct DriverConfig {
     pub pausable_clock: bool,
     /// Start with the clock paused; needs `pausable_clock`.
     pub start_paused: bool,
-    /// io_uring only: the receive fast path. Stream sockets registered with
-    /// [`Registration::register`](crate::Registration::register) as a stream get a multishot receive
-    /// into a per-reactor ring of provided buffers instead of a read-readiness poll; the owner
-    /// copies what arrives into the stream's bounded read-ahead queue
-    /// ([`ReadAhead`](crate::io::ReadAhead)), where reads find it without a syscall. Off by
-    /// default. If the kernel refuses the buffer ring, the reactor warns once and polls as
-    /// usual.
+    /// io_uring only: the receive fast path. Stream sockets registered
+    /// [`with_ahead`](crate::Registration::with_ahead) get a multishot receive into a
+    /// per-reactor ring of provided buffers instead of a read-readiness poll; the owner copies
+    /// what arrives into the stream's bounded queue ([`Ahead`](crate::io::Ahead)), where reads
+    /// find it without a syscall. Off by default (why: the crate docs of `weir-io-uring-compat`).
+    /// If the kernel refuses the buffer ring, the reactor warns once and polls as usual.
     pub recv_multishot: bool,
-    /// io_uring only: the accept fast path. Listeners registered with
-    /// [`Registration::register`](crate::Registration::register) as a listener get a multishot accept
+    /// io_uring only: the accept fast path. Listening sockets registered
+    /// [`with_ahead`](crate::Registration::with_ahead) for reading get a multishot accept
     /// instead of a readiness poll; the owner queues what it accepts in the listener's bounded
-    /// [`AcceptQueue`](crate::io::AcceptQueue). Off by default.
+    /// queue ([`Ahead`](crate::io::Ahead)). Off by default.
     pub accept_multishot: bool,
 }
 

@@ -26,9 +26,10 @@
 //! * **Backends.** One contract, checked by the compiler, that the epoll, mio and io_uring
 //!   backends implement (`sys/`), with the capabilities each has: mio's timeouts are whole
 //!   milliseconds, and a ring's events cannot be collected by another thread (no I/O
-//!   stealing). io_uring's opt-in completion fast paths fill a stream's read-ahead queue and a
-//!   listener's accept queue ([`io::ReadAhead`], [`io::AcceptQueue`]). Linux-only controls of
-//!   a reactor (its epoll fd, kernel busy poll) are in [`os::linux`].
+//!   stealing). The io_uring machinery is a crate of its own, `weir-io-uring-compat`; its
+//!   opt-in completion fast paths take a stream's bytes or a listener's connections ahead of
+//!   the program, which reads then take through one hook ([`io::Ahead`]). Linux-only controls
+//!   of a reactor (its epoll fd, kernel busy poll) are in [`os::linux`].
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
@@ -50,7 +51,6 @@ mod sys;
 pub mod thread;
 pub mod time;
 
-pub use ahead::SourceKind;
 pub use config::{DEFAULT_TIMER_SPIN, DriverConfig, MAX_EVENTS_LIMIT};
 pub use context::{ReactorEnterGuard, TimerHomeGuard};
 pub use driver::{Driver, NestedPark, ReactorHandle};

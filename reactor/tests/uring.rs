@@ -13,9 +13,7 @@ use std::thread;
 use std::time::Duration;
 
 use support::{pipe, write1};
-use weir_reactor::{
-    Backend, Driver, DriverConfig, Interest, Registration, SourceKind, UringTestHooks,
-};
+use weir_reactor::{Backend, Driver, DriverConfig, Interest, Registration, UringTestHooks};
 
 fn driver() -> Driver {
     Driver::new(&DriverConfig {
@@ -480,12 +478,10 @@ fn drain_read_ahead(reg: &Registration) -> Vec<u8> {
     let mut out = Vec::new();
     loop {
         let mut buf = [0u8; 8192];
-        match reg.take_read_ahead(true, |a, b| {
-            weir_reactor::io::read_ahead::copy_into(&mut buf, a, b)
-        }) {
-            Some(Ok(0)) => return out,
-            Some(Ok(n)) => out.extend_from_slice(&buf[..n]),
-            Some(Err(e)) if e.kind() == std::io::ErrorKind::WouldBlock => return out,
+        match reg.ahead().expect("read ahead").read(&mut buf, true) {
+            Ok(0) => return out,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return out,
             other => panic!("unexpected read-ahead result {other:?}"),
         }
     }
@@ -497,26 +493,20 @@ fn recv_fast_path_queues_bytes_and_the_end_of_stream() {
     let mut d = recv_driver();
     let (a, mut b) = UnixStream::pair().unwrap();
     a.set_nonblocking(true).unwrap();
-    let reg = Registration::register(
+    let reg = Registration::with_ahead(
         a.as_raw_fd(),
         Interest::READABLE | Interest::WRITABLE,
-        SourceKind::Stream,
         Some(d.handle()),
     )
     .unwrap();
-    assert!(reg.read_ahead().is_some(), "the fast path is on");
+    assert!(reg.ahead().is_some(), "the fast path is on");
     d.poll().unwrap();
     b.write_all(b"hello").unwrap();
     assert!(poll_until(&mut d, 100, || readable(&reg)));
-    assert_eq!(reg.read_ahead().unwrap().buffered(), 5);
+    assert_eq!(reg.ahead().unwrap().buffered(), 5);
     // A peek leaves the bytes; a read takes them, without touching the socket.
     let mut peek = [0u8; 2];
-    let n = reg
-        .take_read_ahead(false, |x, y| {
-            weir_reactor::io::read_ahead::copy_into(&mut peek, x, y)
-        })
-        .unwrap()
-        .unwrap();
+    let n = reg.ahead().unwrap().read(&mut peek, false).unwrap();
     assert_eq!(&peek[..n], b"he");
     assert_eq!(drain_read_ahead(&reg), b"hello");
     drop(b);
@@ -524,7 +514,7 @@ fn recv_fast_path_queues_bytes_and_the_end_of_stream() {
         .ready_now(Interest::READABLE)
         .ready()
         .is_read_closed()));
-    let r = reg.take_read_ahead(true, |_, _| 0).unwrap();
+    let r = reg.ahead().unwrap().read_with(true, |_, _| 0);
     assert_eq!(r.unwrap(), 0, "end of stream after the bytes");
 }
 
@@ -534,13 +524,8 @@ fn recv_fast_path_is_rearmed_when_the_kernel_ends_it() {
     let mut d = recv_driver();
     let (a, mut b) = UnixStream::pair().unwrap();
     a.set_nonblocking(true).unwrap();
-    let reg = Registration::register(
-        a.as_raw_fd(),
-        Interest::READABLE,
-        SourceKind::Stream,
-        Some(d.handle()),
-    )
-    .unwrap();
+    let reg =
+        Registration::with_ahead(a.as_raw_fd(), Interest::READABLE, Some(d.handle())).unwrap();
     d.poll().unwrap();
     for round in 0..3u8 {
         let rearms = d.uring_debug_info().unwrap().rearms;
@@ -553,11 +538,7 @@ fn recv_fast_path_is_rearmed_when_the_kernel_ends_it() {
             "poll and receive re-armed, round {round}"
         );
         b.write_all(&[round; 3]).unwrap();
-        assert!(poll_until(&mut d, 100, || reg
-            .read_ahead()
-            .unwrap()
-            .buffered()
-            == 3));
+        assert!(poll_until(&mut d, 100, || reg.ahead().unwrap().buffered() == 3));
         assert_eq!(drain_read_ahead(&reg), [round; 3]);
     }
 }
@@ -568,13 +549,8 @@ fn recv_fast_path_pauses_at_high_water_and_resumes_in_order() {
     let mut d = recv_driver();
     let (a, b) = UnixStream::pair().unwrap();
     a.set_nonblocking(true).unwrap();
-    let reg = Registration::register(
-        a.as_raw_fd(),
-        Interest::READABLE,
-        SourceKind::Stream,
-        Some(d.handle()),
-    )
-    .unwrap();
+    let reg =
+        Registration::with_ahead(a.as_raw_fd(), Interest::READABLE, Some(d.handle())).unwrap();
     d.poll().unwrap();
     const TOTAL: usize = 1 << 20;
     let writer = thread::spawn(move || {
@@ -582,12 +558,13 @@ fn recv_fast_path_pauses_at_high_water_and_resumes_in_order() {
         let data: Vec<u8> = (0..TOTAL).map(|i| (i % 251) as u8).collect();
         b.write_all(&data).unwrap();
     });
-    let high = weir_reactor::io::read_ahead::HIGH_WATER;
+    // The queue's high-water mark (`weir_io_uring_compat::HIGH_WATER`).
+    let high = 64 * 1024;
     let mut got = Vec::with_capacity(TOTAL);
     let mut max_queued = 0;
     while got.len() < TOTAL {
         d.park(Some(Duration::from_millis(50))).unwrap();
-        max_queued = max_queued.max(reg.read_ahead().unwrap().buffered());
+        max_queued = max_queued.max(reg.ahead().unwrap().buffered());
         got.extend(drain_read_ahead(&reg));
     }
     writer.join().unwrap();
@@ -610,13 +587,8 @@ fn recv_fast_path_survives_deregistration_and_a_moved_driver() {
     for _ in 0..20 {
         let (a, mut b) = UnixStream::pair().unwrap();
         a.set_nonblocking(true).unwrap();
-        let reg = Registration::register(
-            a.as_raw_fd(),
-            Interest::READABLE,
-            SourceKind::Stream,
-            Some(d.handle()),
-        )
-        .unwrap();
+        let reg =
+            Registration::with_ahead(a.as_raw_fd(), Interest::READABLE, Some(d.handle())).unwrap();
         d.poll().unwrap();
         b.write_all(&[1; 100]).unwrap();
         reg.deregister(a.as_raw_fd()).unwrap();
@@ -627,23 +599,14 @@ fn recv_fast_path_survives_deregistration_and_a_moved_driver() {
     // A driver moved to another thread rebuilds its ring and keeps receiving.
     let (a, mut b) = UnixStream::pair().unwrap();
     a.set_nonblocking(true).unwrap();
-    let reg = Registration::register(
-        a.as_raw_fd(),
-        Interest::READABLE,
-        SourceKind::Stream,
-        Some(d.handle()),
-    )
-    .unwrap();
+    let reg =
+        Registration::with_ahead(a.as_raw_fd(), Interest::READABLE, Some(d.handle())).unwrap();
     d.poll().unwrap();
     let (d, reg) = thread::spawn(move || {
         let mut d = d;
         d.poll().unwrap();
         b.write_all(b"moved").unwrap();
-        assert!(poll_until(&mut d, 100, || reg
-            .read_ahead()
-            .unwrap()
-            .buffered()
-            == 5));
+        assert!(poll_until(&mut d, 100, || reg.ahead().unwrap().buffered() == 5));
         assert_eq!(drain_read_ahead(&reg), b"moved");
         (d, reg)
     })
@@ -662,20 +625,17 @@ fn recv_fast_path_detach_before_the_owner_turned_arms_nothing() {
     a.set_nonblocking(true).unwrap();
     // Registered and detached on the owner's thread between two turns: the registration is
     // still in the inbox when the detach runs.
-    let reg = Registration::register(
-        a.as_raw_fd(),
-        Interest::READABLE,
-        SourceKind::Stream,
-        Some(d.handle()),
-    )
-    .unwrap();
+    let reg =
+        Registration::with_ahead(a.as_raw_fd(), Interest::READABLE, Some(d.handle())).unwrap();
     b.write_all(b"x").unwrap();
-    reg.detach(a.as_raw_fd()).unwrap();
+    let (taken, detached) = reg.detach(a.as_raw_fd());
+    detached.unwrap();
+    assert!(taken.is_empty());
     for _ in 0..5 {
         d.poll().unwrap();
     }
     assert!(settles_at(&mut d, 0));
-    assert_eq!(reg.read_ahead().unwrap().buffered(), 0);
+    assert_eq!(reg.ahead().unwrap().buffered(), 0);
     // The byte is still the socket's: no receive ran on it.
     let mut buf = [0u8; 1];
     assert_eq!(a.read(&mut buf).unwrap(), 1);
@@ -688,19 +648,18 @@ fn recv_fast_path_detach_collects_what_the_receive_took() {
     let mut d = recv_driver();
     let (mut a, mut b) = UnixStream::pair().unwrap();
     a.set_nonblocking(true).unwrap();
-    let reg = Registration::register(
-        a.as_raw_fd(),
-        Interest::READABLE,
-        SourceKind::Stream,
-        Some(d.handle()),
-    )
-    .unwrap();
+    let reg =
+        Registration::with_ahead(a.as_raw_fd(), Interest::READABLE, Some(d.handle())).unwrap();
     d.poll().unwrap();
     // Bytes the armed receive takes before the detach, completions not reaped yet.
     b.write_all(b"taken").unwrap();
-    reg.detach(a.as_raw_fd()).unwrap();
+    let (taken, detached) = reg.detach(a.as_raw_fd());
+    detached.unwrap();
     b.write_all(b"left").unwrap();
-    let taken = drain_read_ahead(&reg);
+    assert!(
+        drain_read_ahead(&reg).is_empty(),
+        "the detach took what was queued"
+    );
     let mut left = Vec::new();
     let mut buf = [0u8; 16];
     loop {

@@ -16,7 +16,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
-use weir_reactor::{Backend, Driver, DriverConfig, Interest, Registration, SourceKind};
+use weir_reactor::{Backend, Driver, DriverConfig, Interest, Registration};
 
 const ROUNDS: usize = 32;
 
@@ -95,13 +95,7 @@ fn used_driver(recv_multishot: bool) -> (Driver, Registration, UnixStream, UnixS
     let (a, mut b) = UnixStream::pair().unwrap();
     a.set_nonblocking(true).unwrap();
     let reg = if recv_multishot {
-        Registration::register(
-            a.as_raw_fd(),
-            Interest::READABLE,
-            SourceKind::Stream,
-            Some(d.handle()),
-        )
-        .unwrap()
+        Registration::with_ahead(a.as_raw_fd(), Interest::READABLE, Some(d.handle())).unwrap()
     } else {
         Registration::with_handle(a.as_raw_fd(), Interest::READABLE, d.handle()).unwrap()
     };

@@ -144,12 +144,9 @@ rt_test!(
 rt_test!(
     fn connect_times_out_against_a_full_backlog(rt) {
         rt.block_on(async {
-            // A loopback listener with the smallest backlog that never accepts: once its accept
-            // queue is full, the kernel drops further SYNs, so a connect stays pending.
-            let socket = TcpSocket::new_v4().unwrap();
-            socket.bind((Ipv4Addr::LOCALHOST, 0).into()).unwrap();
-            let listener = socket.listen(1).unwrap();
-            let addr = listener.local_addr().unwrap();
+            // A listener with the smallest backlog that nobody accepts from (weir only takes it
+            // over below): once its accept queue is full, a connect stays pending.
+            let (listener, addr) = common::full_backlog_listener();
             let mut held = Vec::new();
             loop {
                 match weir::time::timeout(
@@ -166,6 +163,7 @@ rt_test!(
             }
             assert!(!held.is_empty(), "the first connection fits in the backlog");
             // The listener still works: accepting frees room for the next connect.
+            let listener = TcpListener::from_std(listener).unwrap();
             let _ = listener.accept().await.unwrap();
             let _ = listener.accept().await;
         })

@@ -5,14 +5,13 @@
 
 mod common;
 
-use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{Flavor, backends, build, count_fds, uring_unavailable};
 use futures::io::AsyncReadExt;
-use weir::net::{TcpListener, TcpSocket, TcpStream};
+use weir::net::{TcpListener, TcpStream};
 use weir::runtime::Backend;
 
 const CONNECTIONS: usize = 6;
@@ -62,11 +61,9 @@ fn exercise(flavor: Flavor, backend: Backend) {
                 });
             }
         }
-        // A connect that never completes: a listener whose tiny accept queue is full.
-        let full = TcpSocket::new_v4().unwrap();
-        full.bind((Ipv4Addr::LOCALHOST, 0).into()).unwrap();
-        let full = full.listen(1).unwrap();
-        let full_addr = full.local_addr().unwrap();
+        // A connect that never completes: a listener whose tiny accept queue is full (not
+        // registered with weir, so nothing accepts ahead from it).
+        let (full, full_addr) = common::full_backlog_listener();
         let mut queued = Vec::new();
         loop {
             match weir::time::timeout(Duration::from_millis(100), TcpStream::connect(full_addr))

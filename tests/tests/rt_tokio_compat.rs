@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use weir::runtime::{Builder, Runtime};
+use weir::runtime::{Backend, Builder, Runtime};
 
 /// The flavours, each with the compat runtime on.
 fn runtimes() -> Vec<(&'static str, Runtime)> {
@@ -102,7 +102,11 @@ fn tokio_apis_work_on_the_blocking_pool_and_under_enter() {
 
 #[test]
 fn tokio_tasks_run_on_the_worker_that_spawned_them() {
+    // Each worker parks inside its own tokio runtime only on a backend that can be waited on
+    // from another event loop (epoll, mio); io_uring runs the tokio runtime beside the workers,
+    // whatever `WEIR_BACKEND` says.
     let rt = Builder::new_multi_thread()
+        .backend(Backend::Epoll)
         .workers(2)
         .tokio_compat(true)
         .build()
@@ -278,7 +282,9 @@ fn block_in_place_hands_the_worker_and_its_tokio_runtime_over() {
 
 #[test]
 fn blocking_on_a_tokio_runtime_inside_is_refused_as_tokio_refuses_it() {
+    // Inside a tokio runtime per worker, as above: epoll.
     let rt = Builder::new_multi_thread()
+        .backend(Backend::Epoll)
         .workers(1)
         .tokio_compat(true)
         .build()

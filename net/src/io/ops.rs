@@ -9,7 +9,6 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::task::{Context, Poll};
 
 use socket2::SockRef;
-use weir_reactor::io::read_ahead::copy_into;
 use weir_reactor::{AsyncFd, Direction, Interest};
 
 /// `send(2)` with `MSG_NOSIGNAL`.
@@ -22,19 +21,17 @@ fn send_vectored<S: AsFd>(sock: &S, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
     SockRef::from(sock).send_vectored_with_flags(bufs, libc::MSG_NOSIGNAL)
 }
 
-/// Reads into `dst` from the bytes the reactor received ahead for `io` (consuming them, or
-/// peeking), or with `sys` when `io` has none (see `Registration::take_read_ahead`).
+/// Reads into `dst` from the bytes the reactor took ahead for `io` (consuming them, or
+/// peeking), or with `sys` when it takes none: every read of a stream goes through here, the
+/// one place `net` meets the reactor's fast-path hook (`Registration::ahead`).
 pub(crate) fn read_ahead_or<S: AsRawFd>(
     io: &AsyncFd<S>,
     dst: &mut [u8],
     consume: bool,
     sys: impl FnOnce(&mut [u8]) -> io::Result<usize>,
 ) -> io::Result<usize> {
-    match io
-        .registration()
-        .take_read_ahead(consume, |a, b| copy_into(dst, a, b))
-    {
-        Some(r) => r,
+    match io.registration().ahead() {
+        Some(ahead) => ahead.read(dst, consume),
         None => sys(dst),
     }
 }
@@ -47,20 +44,16 @@ pub(crate) fn read_ahead_or_uninit<S: AsRawFd>(
     consume: bool,
     sys: impl FnOnce(&mut [MaybeUninit<u8>]) -> io::Result<usize>,
 ) -> io::Result<usize> {
-    let copy = |dst: &mut [MaybeUninit<u8>], a: &[u8], b: &[u8]| {
+    let Some(ahead) = io.registration().ahead() else {
+        return sys(dst);
+    };
+    ahead.read_with(consume, |a, b| {
         let n1 = a.len().min(dst.len());
         dst[..n1].write_copy_of_slice(&a[..n1]);
         let n2 = b.len().min(dst.len() - n1);
         dst[n1..n1 + n2].write_copy_of_slice(&b[..n2]);
         n1 + n2
-    };
-    match io
-        .registration()
-        .take_read_ahead(consume, |a, b| copy(dst, a, b))
-    {
-        Some(r) => r,
-        None => sys(dst),
-    }
+    })
 }
 
 /// [`read_ahead_or`] into several buffers, in order.
@@ -69,28 +62,26 @@ fn read_ahead_or_vectored<S: AsRawFd>(
     bufs: &mut [IoSliceMut<'_>],
     sys: impl FnOnce(&mut [IoSliceMut<'_>]) -> io::Result<usize>,
 ) -> io::Result<usize> {
-    let copy = |bufs: &mut [IoSliceMut<'_>], a: &[u8], b: &[u8]| {
-        let (mut a, mut b) = (a, b);
+    let Some(ahead) = io.registration().ahead() else {
+        return sys(bufs);
+    };
+    ahead.read_with(true, |mut a, mut b| {
         let mut n = 0;
         for buf in bufs.iter_mut() {
-            let k = copy_into(buf, a, b);
-            n += k;
-            let from_a = k.min(a.len());
+            // The queue's two slices, in order, across the buffers.
+            let from_a = a.len().min(buf.len());
+            buf[..from_a].copy_from_slice(&a[..from_a]);
+            let from_b = b.len().min(buf.len() - from_a);
+            buf[from_a..from_a + from_b].copy_from_slice(&b[..from_b]);
+            n += from_a + from_b;
             a = &a[from_a..];
-            b = &b[k - from_a..];
+            b = &b[from_b..];
             if a.is_empty() && b.is_empty() {
                 break;
             }
         }
         n
-    };
-    match io
-        .registration()
-        .take_read_ahead(true, |a, b| copy(bufs, a, b))
-    {
-        Some(r) => r,
-        None => sys(bufs),
-    }
+    })
 }
 
 /// Reads if `io` is known to be readable (`read(2)`).

@@ -117,7 +117,7 @@ impl TcpStream {
 
     fn register(std: std::net::TcpStream, handle: Option<&ReactorHandle>) -> io::Result<TcpStream> {
         let interest = Interest::READABLE | Interest::WRITABLE;
-        let io = AsyncFd::stream(std, interest, handle)?;
+        let io = AsyncFd::with_ahead(std, interest, handle)?;
         Ok(TcpStream { io })
     }
 

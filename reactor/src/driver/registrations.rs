@@ -15,7 +15,7 @@ use slab::Slab;
 
 use super::{ReactorHandle, ScheduledIo};
 use crate::Interest;
-use crate::ahead::{Ahead, SourceKind};
+use crate::ahead::Ahead;
 use crate::sys::{Event, WAKE_TOKEN};
 
 /// The registered fds of one reactor (behind its mutex).
@@ -118,30 +118,22 @@ impl ReactorHandle {
         &self,
         fd: RawFd,
         interest: Interest,
-        kind: SourceKind,
-    ) -> io::Result<(Arc<ScheduledIo>, u64, Ahead)> {
+        ahead: bool,
+    ) -> io::Result<(Arc<ScheduledIo>, u64, Option<Ahead>)> {
         let inner = &*self.inner;
         let (io, tok) = inner.registrations.lock().insert()?;
-        let registered = match kind {
-            SourceKind::Plain => inner
-                .registry
-                .register(fd, tok, interest)
-                .map(|()| Ahead::None),
-            _ => inner.registry.register_ahead(fd, tok, interest, kind),
+        let registered = if ahead {
+            inner.registry.register_ahead(fd, tok, interest)
+        } else {
+            inner.registry.register(fd, tok, interest).map(|()| None)
         };
         match registered {
-            Ok(read_ahead) => Ok((io, tok, read_ahead)),
+            Ok(ahead) => Ok((io, tok, ahead)),
             Err(e) => {
                 self.remove_source(tok);
                 Err(e)
             }
         }
-    }
-
-    /// Asks the reactor's owner to receive (or accept) again on a source whose queue was
-    /// paused and has been read down.
-    pub(crate) fn resume_ahead(&self, fd: RawFd) {
-        self.inner.registry.resume_ahead(fd);
     }
 
     pub(crate) fn reregister_source(
@@ -155,10 +147,6 @@ impl ReactorHandle {
 
     pub(crate) fn deregister_source(&self, fd: RawFd) -> io::Result<()> {
         self.inner.registry.deregister(fd)
-    }
-
-    pub(crate) fn detach_source(&self, fd: RawFd) -> io::Result<()> {
-        self.inner.registry.detach(fd)
     }
 
     pub(crate) fn remove_source(&self, tok: u64) {

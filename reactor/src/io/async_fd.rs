@@ -6,7 +6,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::task::{Context, Poll, ready};
 
 use super::{ReadyEvent, Registration};
-use crate::{Direction, Interest, ReactorHandle, Ready, SourceKind};
+use crate::{Direction, Interest, ReactorHandle, Ready};
 
 /// Associates an fd (anything [`AsRawFd`], set to non-blocking mode by the caller) with the
 /// reactor of the current worker, and waits for its readiness.
@@ -79,43 +79,19 @@ impl<T: AsRawFd> AsyncFd<T> {
         })
     }
 
-    /// Registers a **stream socket** with the current reactor, or with `handle`'s, as
-    /// [`Registration::register`] does: on io_uring with the receive fast path, its bytes are
-    /// received ahead and reads must take them from
-    /// [`Registration::take_read_ahead`] first.
+    /// Registers a socket whose reads (accepts) go through the
+    /// [fast-path hook](crate::io::Ahead) first, with the current reactor or with `handle`'s,
+    /// as [`Registration::with_ahead`] does: where the backend takes the socket's input ahead,
+    /// [`Registration::ahead`] holds it.
     ///
     /// # Errors
     /// As [`new`](Self::new).
-    pub fn stream(
+    pub fn with_ahead(
         inner: T,
         interest: Interest,
         handle: Option<&ReactorHandle>,
     ) -> io::Result<AsyncFd<T>> {
-        let fd = inner.as_raw_fd();
-        let reg = match handle {
-            Some(h) => Registration::register(fd, interest, SourceKind::Stream, Some(h))?,
-            None => Registration::register(fd, interest, SourceKind::Stream, None)?,
-        };
-        Ok(AsyncFd {
-            reg,
-            inner: Some(inner),
-        })
-    }
-
-    /// Registers a **listening socket** for read readiness with the current reactor, or with
-    /// `handle`'s, as [`Registration::register`] does: on io_uring with the accept fast
-    /// path, connections are accepted ahead and accepting must take them from
-    /// [`Registration::take_accepted`] first.
-    ///
-    /// # Errors
-    /// As [`new`](Self::new).
-    pub fn listener(inner: T, handle: Option<&ReactorHandle>) -> io::Result<AsyncFd<T>> {
-        let reg = Registration::register(
-            inner.as_raw_fd(),
-            Interest::READABLE,
-            SourceKind::Listener,
-            handle,
-        )?;
+        let reg = Registration::with_ahead(inner.as_raw_fd(), interest, handle)?;
         Ok(AsyncFd {
             reg,
             inner: Some(inner),
@@ -144,21 +120,19 @@ impl<T: AsRawFd> AsyncFd<T> {
         inner
     }
 
-    /// Gives the fd back to its owner without losing a byte: detaches it
-    /// ([`Registration::detach`]) and returns the inner value with the bytes the reactor had
-    /// received ahead for it and nobody read (always empty except on io_uring's receive fast
-    /// path). Every byte of the stream is then either in that vector or still in the socket.
+    /// Gives the fd back to its owner without losing a byte: deregisters it and returns the
+    /// inner value with the bytes the reactor had taken ahead for it and nobody read (always
+    /// empty except for a stream registered [`with_ahead`](Self::with_ahead) on io_uring's
+    /// receive fast path, whose receive is stopped first). Every byte of the stream is then
+    /// either in that vector or still in the socket. From a thread other than the reactor's
+    /// owner this may wait for the owner's next turn.
     ///
-    /// The third part is the detach's error, if any (`TimedOut` when the owner of an io_uring
-    /// reactor did not turn in time: bytes it receives afterwards are not in the vector).
+    /// The third part is the deregistration's error, if any (`TimedOut` when the owner of an
+    /// io_uring reactor did not turn for 10 s: bytes it receives afterwards are not in the
+    /// vector).
     pub fn into_parts(mut self) -> (T, Vec<u8>, io::Result<()>) {
         let inner = self.inner.take().expect("inner taken only by into_inner");
-        let detached = self.reg.detach(inner.as_raw_fd());
-        let bytes = self
-            .reg
-            .read_ahead()
-            .map(crate::ahead::ReadAhead::take_all)
-            .unwrap_or_default();
+        let (bytes, detached) = self.reg.detach(inner.as_raw_fd());
         (inner, bytes, detached)
     }
 

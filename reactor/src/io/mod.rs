@@ -3,7 +3,7 @@
 mod async_fd;
 mod registration;
 
-pub use crate::ahead::{AcceptQueue, ReadAhead, accept_queue, read_ahead};
+pub use crate::ahead::Ahead;
 pub use crate::driver::ReadyEvent;
 pub use async_fd::{AsyncFd, AsyncFdReadyGuard, TryIoError};
 pub use registration::{Readiness, Registration};

@@ -9,9 +9,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use super::ReadyEvent;
-use crate::ahead::accept_queue::{AcceptQueue, Accepted};
-use crate::ahead::read_ahead::{ReadAhead, Taken};
-use crate::ahead::{Ahead, SourceKind};
+use crate::ahead::Ahead;
 use crate::driver::{ScheduledIo, gone};
 use crate::{Direction, Interest, ReactorHandle, Ready, coop};
 
@@ -27,10 +25,9 @@ pub struct Registration {
     handle: ReactorHandle,
     shared: Arc<ScheduledIo>,
     token: u64,
-    /// Bytes received ahead by the reactor (a stream on io_uring with the receive fast path).
-    read_ahead: Option<Arc<ReadAhead>>,
-    /// Connections accepted ahead (a listener on io_uring with the accept fast path).
-    accept_queue: Option<Arc<AcceptQueue>>,
+    /// The socket's input the reactor takes ahead of the program, if it does
+    /// ([`with_ahead`](Self::with_ahead)).
+    ahead: Option<Ahead>,
 }
 
 impl Registration {
@@ -55,35 +52,28 @@ impl Registration {
         interest: Interest,
         handle: &ReactorHandle,
     ) -> io::Result<Registration> {
-        Registration::build(fd, interest, handle, SourceKind::Plain)
+        Registration::build(fd, interest, handle, false)
     }
 
-    /// Registers `fd`, of the given kind, with `handle`'s reactor or (`None`) the current
-    /// thread's, as [`new`](Self::new) does. The kind matters only on the io_uring backend with
-    /// its fast paths on: a [`SourceKind::Stream`] then has its bytes received ahead into a
-    /// bounded queue ([`DriverConfig::recv_multishot`](crate::DriverConfig::recv_multishot)),
-    /// which reads must take first ([`take_read_ahead`](Self::take_read_ahead)); a
-    /// [`SourceKind::Listener`] (registered for read readiness whatever `interest` says) has its
-    /// connections accepted ahead
-    /// ([`DriverConfig::accept_multishot`](crate::DriverConfig::accept_multishot)), which
-    /// accepting must take first ([`take_accepted`](Self::take_accepted)). Elsewhere every kind
-    /// is polled for readiness.
+    /// Registers a socket whose reads (or accepts) its owner makes through
+    /// [`ahead`](Self::ahead) first — the [fast-path hook](crate::io::Ahead) — with `handle`'s
+    /// reactor or (`None`) the current thread's, as [`new`](Self::new) does. A backend that
+    /// takes the socket's input ahead of the program (io_uring with
+    /// [`DriverConfig::recv_multishot`](crate::DriverConfig::recv_multishot) for a stream,
+    /// [`DriverConfig::accept_multishot`](crate::DriverConfig::accept_multishot) for a
+    /// listener registered for reading) then gives the registration its queue; elsewhere this
+    /// is a plain registration and `ahead` is `None`.
     ///
     /// # Errors
     /// As [`new`](Self::new).
-    pub fn register(
+    pub fn with_ahead(
         fd: RawFd,
         interest: Interest,
-        kind: SourceKind,
         handle: Option<&ReactorHandle>,
     ) -> io::Result<Registration> {
-        let interest = match kind {
-            SourceKind::Listener => Interest::READABLE,
-            _ => interest,
-        };
         match handle {
-            Some(h) => Registration::build(fd, interest, h, kind),
-            None => Registration::build(fd, interest, &ReactorHandle::current_or_fallback()?, kind),
+            Some(h) => Registration::build(fd, interest, h, true),
+            None => Registration::build(fd, interest, &ReactorHandle::current_or_fallback()?, true),
         }
     }
 
@@ -91,66 +81,22 @@ impl Registration {
         fd: RawFd,
         interest: Interest,
         handle: &ReactorHandle,
-        kind: SourceKind,
+        ahead: bool,
     ) -> io::Result<Registration> {
-        let (shared, token, ahead) = handle.add_source(fd, interest, kind)?;
-        let (read_ahead, accept_queue) = match ahead {
-            Ahead::None => (None, None),
-            Ahead::Read(ra) => (Some(ra), None),
-            Ahead::Accept(q) => (None, Some(q)),
-        };
+        let (shared, token, ahead) = handle.add_source(fd, interest, ahead)?;
         Ok(Registration {
             handle: handle.clone(),
             shared,
             token,
-            read_ahead,
-            accept_queue,
+            ahead,
         })
     }
 
-    /// The connections the reactor accepted ahead for this listener, if it does
-    /// ([`register`](Self::register) as a listener).
-    pub fn accept_queue(&self) -> Option<&AcceptQueue> {
-        self.accept_queue.as_deref()
-    }
-
-    /// Takes a connection the reactor accepted ahead (non-blocking, close-on-exec), or the
-    /// error that ended its accepting, or `WouldBlock` when none is queued: wait for read
-    /// readiness then. Returns `None` when this registration has no accept queue: the caller
-    /// then calls `accept4(2)` itself.
-    pub fn take_accepted(&self) -> Option<io::Result<std::os::fd::OwnedFd>> {
-        let q = self.accept_queue.as_ref()?;
-        let Accepted { result, resume } = q.take();
-        if resume {
-            self.handle.resume_ahead(q.fd());
-        }
-        Some(result)
-    }
-
-    /// The bytes the reactor received ahead for this stream, if it does
-    /// ([`register`](Self::register) as a stream).
-    pub fn read_ahead(&self) -> Option<&ReadAhead> {
-        self.read_ahead.as_deref()
-    }
-
-    /// Serves a read from the bytes received ahead: `copy` gets the queued bytes (two slices,
-    /// in order) and returns how many it took; with `consume` they are removed (otherwise a
-    /// peek). Returns `None` when reads go to the socket itself (no read-ahead on this
-    /// registration): the caller then reads the fd.
-    ///
-    /// `Some(Err(WouldBlock))` means nothing is queued yet: wait for read readiness, which the
-    /// reactor reports when it queues bytes, the end of the stream or an error.
-    pub fn take_read_ahead(
-        &self,
-        consume: bool,
-        copy: impl FnOnce(&[u8], &[u8]) -> usize,
-    ) -> Option<io::Result<usize>> {
-        let ra = self.read_ahead.as_ref()?;
-        let Taken { result, resume } = ra.take(consume, copy);
-        if resume {
-            self.handle.resume_ahead(ra.fd());
-        }
-        Some(result)
+    /// The socket's input that the reactor takes ahead of the program (see
+    /// [`with_ahead`](Self::with_ahead)): `Some` only for a registration made that way on a
+    /// backend that does. Its reads (accepts) must take from here before the socket.
+    pub fn ahead(&self) -> Option<&Ahead> {
+        self.ahead.as_ref()
     }
 
     /// The reactor this registration belongs to.
@@ -354,21 +300,19 @@ impl Registration {
         self.handle.deregister_source(fd)
     }
 
-    /// Removes `fd` from the reactor because its owner takes it back (into a standard socket,
-    /// a raw fd): like [`deregister`](Self::deregister), and on io_uring's receive fast path
-    /// the multishot receive is stopped and its completions collected first, so that when
-    /// this returns every byte the reactor received for `fd` is in the
-    /// [read-ahead queue](Self::read_ahead) and every other byte is still in the socket.
+    /// Removes `fd` from the reactor because its owner takes it back: like
+    /// [`deregister`](Self::deregister), and for a socket whose input is taken ahead the
+    /// taking is stopped first, losslessly. Returns the bytes that were queued and nobody read
+    /// (always empty except on a stream read ahead), and the deregistration's result. Every
+    /// byte of the stream is then either in that vector or still in the socket.
     ///
-    /// On the reactor owner's thread this is immediate; from another thread it waits for the
-    /// owner's next turn (waking it if it is parked).
-    ///
-    /// # Errors
-    /// As [`deregister`](Self::deregister); `TimedOut` if the owner of an io_uring reactor did
-    /// not turn for 10 s (the receive is then stopped at its next turn, and what it receives
-    /// meanwhile still goes to the queue).
-    pub fn detach(&self, fd: RawFd) -> io::Result<()> {
-        self.handle.detach_source(fd)
+    /// On the reactor owner's thread this is immediate; from another thread it may wait for
+    /// the owner's next turn (waking it if it is parked).
+    pub fn detach(&self, fd: RawFd) -> (Vec<u8>, io::Result<()>) {
+        match &self.ahead {
+            Some(ahead) => ahead.detach(),
+            None => (Vec::new(), self.deregister(fd)),
+        }
     }
 }
 

@@ -2,7 +2,8 @@
 //! to epoll.
 //!
 //! - `Epoll` and `Mio` are built as asked.
-//! - `IoUring` asks the [probe](super::probe) (once per process) whether the kernel offers
+//! - `IoUring` asks the probe (`weir_io_uring_compat::probe`, once per process) whether the
+//!   kernel offers
 //!   what the backend needs, then builds the ring backend. If the probe or the backend's own
 //!   setup is refused (`ENOSYS`, `EPERM`, `EINVAL`, `EOPNOTSUPP`, a missing feature or opcode,
 //!   or a build without the ring backend), the reactor is built on epoll instead and **one**
@@ -19,7 +20,8 @@
 use std::io;
 use std::sync::Once;
 
-use super::probe::{self, Unavailable};
+#[cfg(target_os = "linux")]
+use super::uring::probe::{self, Unavailable};
 use super::{AnyRegistry, AnySelector, Backend, SysConfig};
 
 /// Builds the backend `cfg.backend` resolves to; returns it with the backend actually built
@@ -65,7 +67,7 @@ const FALLBACK: Backend = Backend::Mio;
 
 /// Builds the ring backend if the kernel allows it: `Ok(Err(cause))` when it is refused.
 fn uring(cfg: &SysConfig) -> io::Result<Result<(AnySelector, AnyRegistry), Unavailable>> {
-    if let Err(u) = probe::io_uring()? {
+    if let Err(u) = probe::probe()? {
         return Ok(Err(u.clone()));
     }
     let ring = SysConfig {
@@ -96,7 +98,7 @@ fn warn_fallback(cause: &Unavailable) {
 fn log_auto_choice() {
     static LOGGED: Once = Once::new();
     LOGGED.call_once(|| {
-        let native = matches!(probe::io_uring(), Ok(Ok(s)) if s.min_timeout);
+        let native = matches!(probe::probe(), Ok(Ok(s)) if s.min_timeout);
         tracing::info!(
             target: "weir::reactor",
             native_min_wait = native,
@@ -106,3 +108,42 @@ fn log_auto_choice() {
         );
     });
 }
+
+/// No io_uring outside Linux: every probe is a refusal.
+#[cfg(not(target_os = "linux"))]
+mod probe {
+    use std::{fmt, io};
+
+    #[derive(Clone, Debug)]
+    pub(super) struct Unavailable;
+
+    pub(super) struct Support {
+        pub(super) min_timeout: bool,
+    }
+
+    impl Unavailable {
+        pub(super) fn to_error(&self) -> io::Error {
+            io::Error::new(io::ErrorKind::Unsupported, self.to_string())
+        }
+    }
+
+    impl fmt::Display for Unavailable {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("io_uring exists only on Linux")
+        }
+    }
+
+    pub(super) fn probe() -> io::Result<&'static Result<Support, Unavailable>> {
+        Ok(&Err(Unavailable))
+    }
+
+    pub(super) fn is_refusal(_: &io::Error) -> bool {
+        true
+    }
+
+    pub(super) fn setup_refusal(_: &io::Error) -> Unavailable {
+        Unavailable
+    }
+}
+#[cfg(not(target_os = "linux"))]
+use probe::Unavailable;

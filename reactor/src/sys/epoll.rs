@@ -54,14 +54,9 @@ fn interest_to_epoll(interest: Interest) -> u32 {
 }
 
 /// The `poll(2)` events a registration with `interest` asks for (level; the io_uring backend's
-/// multishot polls report each change).
+/// multishot polls report each change, and `weir-io-uring-compat` reads their results).
 pub(super) fn interest_to_poll(interest: Interest) -> u32 {
     interest_to_epoll(interest) & !(libc::EPOLLET as u32)
-}
-
-/// What a `poll(2)` result mask means (the `EPOLL*` bits are the `POLL*` bits).
-pub(super) fn poll_to_ready(bits: u32) -> Ready {
-    epoll_to_ready(bits)
 }
 
 fn epoll_to_ready(bits: u32) -> Ready {

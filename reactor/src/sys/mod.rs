@@ -40,16 +40,18 @@
 //! 4. The tests that run on each backend: the reactor's `tests/` and the integration tests'
 //!    list of backends (`tests/tests/common`).
 //!
-//! The contract reports *readiness*. A completion-based kernel interface (io_uring, in
-//! `uring/`) meets it by reporting readiness too (multishot poll requests), not completions of
-//! reads and writes. Its opt-in fast paths ([`Registry::register_ahead`]) fill a queue per
-//! source (bytes received, connections accepted) and report readiness when they do.
+//! The contract reports *readiness*. A completion-based kernel interface (io_uring, whose
+//! machinery is the `weir-io-uring-compat` crate, adapted in `uring.rs`) meets it by reporting
+//! readiness too (multishot poll requests), not completions of reads and writes. One hook lets
+//! a backend take a socket's input ahead of the program: [`Registry::register_ahead`], which
+//! returns the queue it fills ([`Ahead`]) and reports read readiness when it queues something;
+//! every backend without such a fast path inherits the default, a plain registration.
 
 use std::io;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
-use crate::ahead::{Ahead, SourceKind};
+use crate::ahead::Ahead;
 use crate::{Interest, Ready};
 
 pub(crate) mod choice;
@@ -58,7 +60,6 @@ mod epoll;
 #[cfg(target_os = "linux")]
 mod eventfd;
 mod mio;
-pub(crate) mod probe;
 #[cfg(target_os = "linux")]
 pub(crate) mod uring;
 
@@ -132,29 +133,21 @@ pub(crate) trait Registry: Send + Sync {
     /// A backend without [`Capabilities::stealing`] returns `Ok(0)` and appends nothing.
     fn steal(&self, out: &mut Vec<Event>, max: usize) -> io::Result<usize>;
 
-    /// Registers a stream socket or a listener: as [`register`](Self::register), unless the
-    /// backend receives the stream's bytes (or accepts the listener's connections) itself —
-    /// io_uring's fast paths — in which case it returns the queue they arrive in and reports
-    /// read readiness when it queues something.
+    /// **The fast-path hook.** Registers a socket whose owner reads (accepts) through the
+    /// returned [`Ahead`] before any syscall, as [`register`](Self::register) does — unless the
+    /// backend takes the socket's input ahead of the program (io_uring's receive and accept
+    /// fast paths): then it returns the queue it fills and reports read readiness when it
+    /// queues something (bytes, the end of the stream or an error; a connection or an accept
+    /// error), and readers take from the queue first. Draining the queue, resuming a stopped
+    /// request and a lossless deregistration are the queue's business, not the contract's.
+    /// The default, for backends without fast paths: a plain registration, `None`.
     fn register_ahead(
         &self,
         fd: RawFd,
         token: u64,
         interest: Interest,
-        _kind: SourceKind,
-    ) -> io::Result<Ahead> {
-        self.register(fd, token, interest).map(|()| Ahead::None)
-    }
-
-    /// A reader has drained the queue of `fd`, which was paused (high-water mark, an accept
-    /// error): receive or accept again. Backends without fast paths do nothing.
-    fn resume_ahead(&self, _fd: RawFd) {}
-
-    /// [`deregister`](Self::deregister) for an fd whose owner takes it back (into a standard
-    /// socket): what the backend received ahead for it is in its queue when this returns, and
-    /// nothing more is received. Backends without fast paths just deregister.
-    fn detach(&self, fd: RawFd) -> io::Result<()> {
-        self.deregister(fd)
+    ) -> io::Result<Option<Ahead>> {
+        self.register(fd, token, interest).map(|()| None)
     }
 }
 
@@ -312,9 +305,13 @@ pub(crate) fn new(cfg: &SysConfig) -> io::Result<(AnySelector, AnyRegistry)> {
     }
 }
 
+// The calls name the trait: a backend's type may have inherent methods of the same names
+// (io_uring's registry is the `weir-io-uring-compat` crate's own type).
 impl AnyRegistry {
     pub(crate) fn register(&self, fd: RawFd, token: u64, interest: Interest) -> io::Result<()> {
-        dispatch!(AnyRegistry, self, |r| r.register(fd, token, interest))
+        dispatch!(AnyRegistry, self, |r| Registry::register(
+            r, fd, token, interest
+        ))
     }
 
     pub(crate) fn register_ahead(
@@ -322,34 +319,28 @@ impl AnyRegistry {
         fd: RawFd,
         token: u64,
         interest: Interest,
-        kind: SourceKind,
-    ) -> io::Result<Ahead> {
-        dispatch!(AnyRegistry, self, |r| r
-            .register_ahead(fd, token, interest, kind))
-    }
-
-    pub(crate) fn resume_ahead(&self, fd: RawFd) {
-        dispatch!(AnyRegistry, self, |r| r.resume_ahead(fd))
+    ) -> io::Result<Option<Ahead>> {
+        dispatch!(AnyRegistry, self, |r| Registry::register_ahead(
+            r, fd, token, interest
+        ))
     }
 
     pub(crate) fn reregister(&self, fd: RawFd, token: u64, interest: Interest) -> io::Result<()> {
-        dispatch!(AnyRegistry, self, |r| r.reregister(fd, token, interest))
+        dispatch!(AnyRegistry, self, |r| Registry::reregister(
+            r, fd, token, interest
+        ))
     }
 
     pub(crate) fn deregister(&self, fd: RawFd) -> io::Result<()> {
-        dispatch!(AnyRegistry, self, |r| r.deregister(fd))
-    }
-
-    pub(crate) fn detach(&self, fd: RawFd) -> io::Result<()> {
-        dispatch!(AnyRegistry, self, |r| r.detach(fd))
+        dispatch!(AnyRegistry, self, |r| Registry::deregister(r, fd))
     }
 
     pub(crate) fn wake(&self) -> io::Result<()> {
-        dispatch!(AnyRegistry, self, |r| r.wake())
+        dispatch!(AnyRegistry, self, |r| Registry::wake(r))
     }
 
     pub(crate) fn steal(&self, out: &mut Vec<Event>, max: usize) -> io::Result<usize> {
-        dispatch!(AnyRegistry, self, |r| r.steal(out, max))
+        dispatch!(AnyRegistry, self, |r| Registry::steal(r, out, max))
     }
 
     /// The capabilities of this registry's backend.
@@ -428,7 +419,7 @@ impl AnySelector {
         ))
     }
 
-    /// See [`Selector::leave_thread`] (io_uring: `uring::Selector::leave_thread`).
+    /// See [`Selector::leave_thread`] (io_uring: the ring is torn down and rebuilt).
     pub(crate) fn leave_thread(&mut self, registry: &AnyRegistry) -> io::Result<()> {
         dispatch!(self, registry, |s, r| Selector::leave_thread(s, r))
     }

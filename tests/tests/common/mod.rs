@@ -298,3 +298,17 @@ pub(crate) fn run_in_child_with_env(name: &str, limit: std::time::Duration, env:
         "child `{name}` did not run the test\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
     );
 }
+
+/// A loopback listener with a backlog of one that weir never registers, so nothing accepts from
+/// it — not even io_uring's accept fast path, which accepts ahead of the program: once its
+/// accept queue is full, the kernel drops further SYNs and a connect stays pending.
+pub(crate) fn full_backlog_listener() -> (std::net::TcpListener, std::net::SocketAddr) {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    let loopback = std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0));
+    socket.bind(&loopback.into()).unwrap();
+    socket.listen(1).unwrap();
+    let listener = std::net::TcpListener::from(socket);
+    let addr = listener.local_addr().unwrap();
+    (listener, addr)
+}

@@ -18,7 +18,7 @@ use std::task::{Context, Poll, ready};
 use parking_lot::Mutex;
 use socket2::SockAddr;
 use weir_reactor::time::{Sleep, sleep};
-use weir_reactor::{AsyncFd, Direction, ReactorHandle, ReadyEvent};
+use weir_reactor::{AsyncFd, Direction, Interest, ReactorHandle, ReadyEvent};
 
 use self::backoff::{Exhaustion, Failure, classify};
 use self::incoming::AcceptStd;
@@ -135,7 +135,7 @@ impl TcpListener {
         std: std::net::TcpListener,
         handle: Option<&ReactorHandle>,
     ) -> io::Result<TcpListener> {
-        let io = AsyncFd::listener(std, handle)?;
+        let io = AsyncFd::with_ahead(std, Interest::READABLE, handle)?;
         Ok(TcpListener {
             io,
             poll_backoff: Mutex::new(None),
@@ -304,8 +304,8 @@ impl TcpListener {
     /// `getpeername(2)`.
     fn accept_raw(&self) -> io::Result<(std::net::TcpStream, SocketAddr)> {
         self.exhaustion.attempts.fetch_add(1, Ordering::Relaxed);
-        if let Some(accepted) = self.io.registration().take_accepted() {
-            let stream = std::net::TcpStream::from(accepted?);
+        if let Some(ahead) = self.io.registration().ahead() {
+            let stream = std::net::TcpStream::from(ahead.accept()?);
             let peer = stream.peer_addr().map_err(|e| {
                 // Reset before we asked: gone from the queue, as `accept4` would skip it.
                 if e.raw_os_error() == Some(libc::ENOTCONN) {

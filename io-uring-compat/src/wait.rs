@@ -1,18 +1,16 @@
 //! One wait of the owner: drain the inbox, submit, enter the ring (with the kernel's min_wait
 //! window when it has one), reap the completions into readiness events. Also what replaces a
-//! ring: a driver leaving its thread, or an owner found on another thread.
+//! ring: a selector leaving its thread, or an owner found on another thread.
 
 use std::io;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-#[cfg(feature = "test-hooks")]
-use super::UringDebug;
-use super::inbox::Block;
-use super::ring::{self, Ring};
-use super::{Core, Op, Registry, Selector, dup, napi, polls};
-use crate::sys::Event;
+use crate::inbox::Block;
+use crate::registry::Registry;
+use crate::ring::{self, Ring};
+use crate::{Core, Event, Op, Selector, bufs, dup, napi, polls};
 
 /// How long a lossless deregistration waits for the final completion of the fd's receive
 /// (it comes with the task work of the cancellation, at once in practice).
@@ -21,10 +19,16 @@ const DETACH_REAP_TURNS: usize = 200;
 impl Core {
     /// Moves completions into `out` until it holds `max` events (events reaped earlier outside
     /// a wait first).
-    fn reap(&mut self, eventfd: i32, woken: &AtomicBool, out: &mut Vec<Event>, max: usize) {
+    fn reap<E: From<Event>>(
+        &mut self,
+        eventfd: i32,
+        woken: &AtomicBool,
+        out: &mut Vec<E>,
+        max: usize,
+    ) {
         if !self.pending.is_empty() {
             let room = max.saturating_sub(out.len()).min(self.pending.len());
-            out.extend(self.pending.drain(..room));
+            out.extend(self.pending.drain(..room).map(E::from));
         }
         // Completions are copied out first: handling one may queue a submission on the ring.
         let mut batch: [(u64, i32, u32); 64] = [(0, 0, 0); 64];
@@ -61,7 +65,7 @@ impl Core {
     /// Reaps everything the CQ holds, and what the kernel kept aside on overflow, into
     /// `pending`.
     fn reap_all(&mut self, eventfd: i32, woken: &AtomicBool) {
-        let mut events = std::mem::take(&mut self.pending);
+        let mut events: Vec<Event> = std::mem::take(&mut self.pending);
         for _ in 0..64 {
             self.reap(eventfd, woken, &mut events, usize::MAX);
             if !self.ring.cq_overflow() {
@@ -79,7 +83,7 @@ impl Core {
     /// completions, so that the bytes its receives took are in their queues, the sockets its
     /// accepts made in theirs, and no request is left for the kernel's teardown. What handling
     /// the completions queued (re-arms) is forgotten: the ring takes no new submission.
-    pub(super) fn cancel_and_reap(&mut self, eventfd: i32) {
+    pub(crate) fn cancel_and_reap(&mut self, eventfd: i32) {
         let woken = AtomicBool::new(false);
         self.ring.clear_backlog();
         if let Err(e) = ring::sync_cancel_all(self.ring.fd())
@@ -97,12 +101,12 @@ impl Core {
 
     /// Deregisters `fd` losslessly, on the ring's issuer: cancels its requests and reaps until
     /// its receive's final completion is in, so every byte the receive took is in the queue.
-    pub(super) fn detach(&mut self, fd: i32, eventfd: i32, woken: &AtomicBool) {
+    pub(crate) fn detach(&mut self, fd: i32, eventfd: i32, woken: &AtomicBool) {
         let Some(slot) = self.polls.deregister(fd, &mut self.ring) else {
             return;
         };
         for _ in 0..DETACH_REAP_TURNS {
-            if !self.polls.fast_live(slot) {
+            if !self.polls.ahead_live(slot) {
                 return;
             }
             // Submits the cancellation; waits for a completion (the cancellation's own
@@ -122,9 +126,9 @@ impl Core {
                 fd,
                 token,
                 mask,
-                queue,
-            } => self.polls.register(fd, token, mask, queue, &mut self.ring),
-            Op::ResumeAhead { fd } => self.polls.resume(fd, &mut self.ring),
+                ahead,
+            } => self.polls.register(fd, token, mask, ahead, &mut self.ring),
+            Op::Resume { fd } => self.polls.resume(fd, &mut self.ring),
             Op::Reregister { fd, token, mask } => {
                 self.polls.reregister(fd, token, mask, &mut self.ring)
             }
@@ -142,12 +146,12 @@ impl Core {
 }
 
 /// Drops `old` (closing it and waiting for its teardown) on a thread of its own, with the
-/// buffers its receives may still name, which `bufs` swaps for new ones. Where no new buffers
+/// buffers its receives may still name, which `buffers` swaps for new ones. Where no new buffers
 /// or thread can be had, drops it here.
-fn retire(old: Ring, bufs: Option<&mut super::bufs::BufRing>) {
-    let old_bufs = match bufs {
-        Some(bufs) => match super::bufs::BufRing::new() {
-            Ok(fresh) => Some(std::mem::replace(bufs, fresh)),
+fn retire(old: Ring, buffers: Option<&mut bufs::BufRing>) {
+    let old_bufs = match buffers {
+        Some(buffers) => match bufs::BufRing::new() {
+            Ok(fresh) => Some(std::mem::replace(buffers, fresh)),
             Err(_) => return drop(old),
         },
         None => None,
@@ -165,37 +169,30 @@ fn retire(old: Ring, bufs: Option<&mut super::bufs::BufRing>) {
 }
 
 impl Selector {
-    /// `true` if min_wait windows are the kernel's (`IORING_FEAT_MIN_TIMEOUT`).
-    pub(crate) fn native_window(&self) -> bool {
+    /// `true` if the kernel holds min_wait windows itself (`IORING_FEAT_MIN_TIMEOUT`, Linux
+    /// 6.12): then [`select_window`](Self::select_window) is one enter.
+    pub fn native_window(&self) -> bool {
         self.core.lock().ring.min_timeout()
     }
 
-    /// Test hook: makes the kernel end every armed poll (they must be re-armed).
+    /// Fault injection: makes the kernel end every armed request at the next wait, as a CQ
+    /// overflow may; each is armed again by its final completion. Not a stable API.
     #[cfg(feature = "test-hooks")]
-    pub(crate) fn terminate_polls(&mut self) {
+    pub fn terminate_requests(&mut self) {
         let core = &mut *self.core.lock();
         core.polls.terminate_all(&mut core.ring);
     }
 
-    /// What tests may check.
-    #[cfg(feature = "test-hooks")]
-    pub(crate) fn debug_info(&self) -> UringDebug {
-        let core = self.core.lock();
-        UringDebug {
-            ring_fd: core.ring.fd(),
-            slots: core.polls.len(),
-            overflow_flushes: self.overflow_flushes,
-            rearms: core.polls.rearms(),
-            migrations: self.migrations,
-        }
-    }
-
-    /// Prepares the driver to move to another thread: on the ring's issuer, cancels and reaps
-    /// every request, closes the ring and waits for the kernel's teardown (so nothing of the
-    /// ring is left on this thread), and puts a new ring, not enabled yet, in its place with
-    /// every registration queued on it again. The next wait, on whatever thread, enables it.
-    /// Does nothing when this thread is not the issuer.
-    pub(crate) fn leave_thread(&mut self, registry: &Registry) -> io::Result<()> {
+    /// Prepares the selector to move to another thread: on the ring's issuer, cancels and
+    /// reaps every request, closes the ring and waits for the kernel's teardown (so nothing of
+    /// the ring is left on this thread: see the [crate docs](crate#the-ring)), and puts a new
+    /// ring, not enabled yet, in its place with every registration queued on it again. The
+    /// next wait, on whatever thread, enables it. Does nothing when this thread is not the
+    /// issuer.
+    ///
+    /// # Errors
+    /// Building the new ring failed (`EMFILE`, `ENOMEM`).
+    pub fn leave_thread(&mut self, registry: &Registry) -> io::Result<()> {
         if !self.issuer.lock().is_current() {
             return Ok(());
         }
@@ -250,7 +247,7 @@ impl Selector {
     /// ring's fd. At the first enable the registry already holds one (made with the ring): a
     /// wait opens and closes no fd, so a process at its fd limit is not disturbed by it.
     fn publish_issuer(&self, registry: &Registry, ring: &Ring, dup: Option<OwnedFd>) {
-        let mut issuer = registry.issuer.lock();
+        let mut issuer = registry.shared.issuer.lock();
         issuer.thread = ring.enabled().then(|| std::thread::current().id());
         if let Some(dup) = dup {
             issuer.ring = Some(dup);
@@ -261,7 +258,7 @@ impl Selector {
     /// new ring.
     fn apply_napi(&self, registry: &Registry, ring: &Ring, again: bool) {
         let params = {
-            let mut napi = registry.napi.lock();
+            let mut napi = registry.shared.napi.lock();
             if !napi.1 && !again {
                 return;
             }
@@ -282,10 +279,10 @@ impl Selector {
     }
 
     fn drain_inbox(&mut self, core: &mut Core, registry: &Registry) {
-        registry.inbox.drain(&mut self.ops);
+        registry.shared.inbox.drain(&mut self.ops);
         let mut remote_deregs = 0;
         for op in self.ops.drain(..) {
-            remote_deregs = remote_deregs.max(core.apply(op, self.eventfd, &registry.woken));
+            remote_deregs = remote_deregs.max(core.apply(op, self.eventfd, &registry.shared.woken));
         }
         if remote_deregs > 0 {
             // Submit the cancellations and run the task work that completes them (and drops
@@ -293,14 +290,17 @@ impl Selector {
             // An error here (the owner moved threads: EEXIST) is met again by the wait's own
             // enter, which handles it; the deregistrations must not wait for it.
             let _ = core.ring.enter(0, None, 0);
-            registry.deregs_done.store(remote_deregs, Ordering::Release);
+            registry
+                .shared
+                .deregs_done
+                .store(remote_deregs, Ordering::Release);
         }
     }
 
-    pub(super) fn wait(
+    pub(crate) fn wait<E: From<Event>>(
         &mut self,
         registry: &Registry,
-        out: &mut Vec<Event>,
+        out: &mut Vec<E>,
         max: usize,
         timeout: Option<Duration>,
         mut window: Option<Duration>,
@@ -326,7 +326,7 @@ impl Selector {
         loop {
             self.drain_inbox(core, registry);
             let block = blocking && !core.ring.has_completions() && core.pending.is_empty();
-            if block && registry.inbox.prepare_block() == Block::DrainFirst {
+            if block && registry.shared.inbox.prepare_block() == Block::DrainFirst {
                 continue;
             }
             let res = if block {
@@ -346,7 +346,7 @@ impl Selector {
                     None => (1, 0, remaining),
                 };
                 let r = core.ring.enter(want, ts, min_wait_usec);
-                registry.inbox.finish_block();
+                registry.shared.inbox.finish_block();
                 r
             } else {
                 core.ring.enter(0, None, 0)
@@ -366,12 +366,12 @@ impl Selector {
                 }
                 Err(e) => return Err(e),
             }
-            core.reap(eventfd, &registry.woken, out, max);
+            core.reap(eventfd, &registry.shared.woken, out, max);
             // Completions the kernel kept aside when the CQ was full: flush and reap them.
             let mut flushes = 0;
             while out.len() < max && flushes < 16 && core.ring.cq_overflow() {
                 core.ring.enter(0, None, 0)?;
-                core.reap(eventfd, &registry.woken, out, max);
+                core.reap(eventfd, &registry.shared.woken, out, max);
                 flushes += 1;
                 self.overflow_flushes += 1;
             }

@@ -1,7 +1,7 @@
-//! The shared half of the io_uring backend ([`Registry`]): registrations from any thread go
-//! into the owner's inbox with `epoll_ctl`'s immediate errors; deregistration releases the
-//! ring's reference to the file as early as it can (see the [module docs](super)); wake-ups
-//! write the eventfd the ring watches. Kernel busy poll is applied from the issuer's thread.
+//! The shared half ([`Registry`]): registrations from any thread go into the owner's inbox
+//! with `epoll_ctl`'s immediate errors; deregistration releases the ring's reference to the
+//! file as early as it can (see the [crate docs](crate#deregistration)); wake-ups write the
+//! eventfd the ring watches. Kernel busy poll is applied from the issuer's thread.
 
 use std::collections::HashMap;
 use std::io;
@@ -13,23 +13,22 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use super::inbox::Inbox;
-use super::{Core, NapiParams, Op, napi, ring};
-use crate::Interest;
-use crate::ahead::{AcceptQueue, Ahead, ReadAhead, SourceKind};
-use crate::sys::Event;
-use crate::sys::epoll::interest_to_poll;
+use crate::ahead::{AcceptQueue, Ahead, Owner, Queue, ReadAhead};
+use crate::inbox::Inbox;
+use crate::napi::{self, NapiParams};
+use crate::sys::{SocketKind, check_pollable, signal_eventfd, socket_kind};
+use crate::{Core, Op, ring};
 
-/// See `Registry::issuer`.
-pub(super) struct Issuer {
+/// See `Shared::issuer`.
+pub(crate) struct Issuer {
     /// `None` until the ring is enabled (nothing was submitted yet).
-    pub(super) thread: Option<ThreadId>,
+    pub(crate) thread: Option<ThreadId>,
     /// A duplicate of the ring's fd; `None` once the selector is dropped (so that the ring,
     /// and the files its polls hold, are released with it).
-    pub(super) ring: Option<OwnedFd>,
+    pub(crate) ring: Option<OwnedFd>,
     /// The owner's ring and poll table, for a lossless deregistration on the issuer's thread
     /// (upgraded only under this lock; dangling once the selector is dropped).
-    pub(super) core: Weak<Mutex<Core>>,
+    pub(crate) core: Weak<Mutex<Core>>,
 }
 
 /// Who may do what on the ring, from the calling thread.
@@ -46,7 +45,7 @@ enum Access {
 
 impl Issuer {
     /// Is the calling thread the ring's issuer (the ring is enabled, here)?
-    pub(super) fn is_current(&self) -> bool {
+    pub(crate) fn is_current(&self) -> bool {
         self.ring.is_some() && self.thread == Some(std::thread::current().id())
     }
 
@@ -65,11 +64,30 @@ const REMOTE_CANCEL_WAIT: Duration = Duration::from_millis(5);
 /// How long a lossless deregistration from another thread waits for the owner's next turn.
 const REMOTE_DETACH_WAIT: Duration = Duration::from_secs(10);
 
-/// The shared half: the inbox of registrations, the wake handle.
-pub(crate) struct Registry {
+/// The shared half of a ring: registrations from any thread, deregistrations, wake-ups. Built
+/// with its [`Selector`](crate::Selector) by [`Selector::new`](crate::Selector::new).
+///
+/// It answers like `epoll_ctl` does, at once: `EEXIST` for an fd registered twice, `ENOENT`
+/// for one not registered, `EPERM` for a regular file or a directory (they cannot be polled),
+/// `EBADF` for a closed fd. The operation itself reaches the ring at the owner's next turn.
+pub struct Registry {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("recv_multishot", &self.shared.recv_multishot)
+            .field("accept_multishot", &self.shared.accept_multishot)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the registry's handles and the queues' readers share.
+pub(crate) struct Shared {
     /// Wake handle, watched by a multishot poll on the ring.
-    pub(super) eventfd: OwnedFd,
-    pub(super) inbox: Inbox<Op>,
+    pub(crate) eventfd: OwnedFd,
+    pub(crate) inbox: Inbox<Op>,
     /// Registered fds, for `epoll_ctl`'s immediate errors, each with whether it is on a fast
     /// path; ops are pushed while it is locked, so the inbox's order is the order of these
     /// checks.
@@ -78,29 +96,30 @@ pub(crate) struct Registry {
     recv_multishot: bool,
     /// The accept fast path is on.
     accept_multishot: bool,
-    /// Set by [`wake`](crate::sys::Registry::wake): the next wake-handle completion is the driver's wake-up.
-    pub(super) woken: AtomicBool,
+    /// Set by [`wake`](Registry::wake): the next wake-handle completion is the caller's
+    /// wake-up.
+    pub(crate) woken: AtomicBool,
     /// The ring's issuer thread (none before the ring is enabled) and a duplicate of the
     /// ring's fd: a deregistration on the issuer's thread cancels the fd's poll at once (see
     /// `deregister`), and kernel busy poll is registered from there (see `set_napi`).
-    pub(super) issuer: Arc<Mutex<Issuer>>,
+    pub(crate) issuer: Arc<Mutex<Issuer>>,
     /// Kernel busy poll (`IORING_REGISTER_NAPI`) as last asked for, and whether the owner must
     /// still apply it.
-    pub(super) napi: Mutex<(Option<NapiParams>, bool)>,
+    pub(crate) napi: Mutex<(Option<NapiParams>, bool)>,
     /// Remote deregistrations pushed (numbered from 1, under `fds`' lock).
     deregs_pushed: std::sync::atomic::AtomicU64,
     /// The highest remote deregistration whose cancellation the owner has run.
-    pub(super) deregs_done: std::sync::atomic::AtomicU64,
+    pub(crate) deregs_done: std::sync::atomic::AtomicU64,
 }
 
 impl Registry {
-    pub(super) fn new(
+    pub(crate) fn new(
         eventfd: OwnedFd,
         issuer: Arc<Mutex<Issuer>>,
         recv_multishot: bool,
         accept_multishot: bool,
     ) -> Registry {
-        Registry {
+        let shared = Arc::new(Shared {
             eventfd,
             inbox: Inbox::new(),
             fds: Mutex::new(HashMap::new()),
@@ -111,26 +130,12 @@ impl Registry {
             napi: Mutex::new((None, false)),
             deregs_pushed: std::sync::atomic::AtomicU64::new(0),
             deregs_done: std::sync::atomic::AtomicU64::new(0),
-        }
+        });
+        Registry { shared }
     }
 }
 
-/// `EPERM` for what epoll cannot watch either (regular files, directories), `EBADF` for a
-/// closed fd.
-fn check_pollable(fd: RawFd) -> io::Result<()> {
-    // SAFETY: `stat` is plain data; fstat writes one `struct stat` into it and reads nothing.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: `st` is a live, writable `struct stat`; an invalid `fd` is reported as EBADF.
-    if unsafe { libc::fstat(fd, &mut st) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    match st.st_mode & libc::S_IFMT {
-        libc::S_IFREG | libc::S_IFDIR => Err(io::Error::from_raw_os_error(libc::EPERM)),
-        _ => Ok(()),
-    }
-}
-
-impl Registry {
+impl Shared {
     /// Queues `op` for the owner and wakes it if it is blocked.
     fn push(&self, op: Op) {
         if self.inbox.push(op) {
@@ -138,101 +143,91 @@ impl Registry {
         }
     }
 
-    fn write_eventfd(&self) {
-        if let Err(e) = crate::sys::signal_eventfd(std::os::fd::AsFd::as_fd(&self.eventfd)) {
+    pub(crate) fn write_eventfd(&self) {
+        if let Err(e) = signal_eventfd(self.eventfd.as_raw_fd()) {
             tracing::error!(target: "weir::reactor", error = %e, "eventfd write failed");
         }
     }
 }
 
 impl Registry {
-    /// Kernel busy poll on this ring (`IORING_REGISTER_NAPI`, dynamic tracking: the kernel
-    /// busy-polls the NAPI ids of the sockets this ring polls). Applied at once on the ring's
-    /// issuer thread or before the ring is enabled (a runtime being built), where its errors
-    /// are returned; from any other thread it is applied at the owner's next turn, and an
-    /// error is logged as a warning there. A ring rebuilt on another thread gets it again.
+    /// Starts reporting the readiness of `fd` under `token`, edge-triggered, as an
+    /// edge-triggered epoll registration would: an event when readiness *changes*. `mask` is
+    /// the `poll(2)` events to watch (`POLLIN`, `POLLOUT`, `POLLPRI`, and `POLLRDHUP` for the
+    /// peer's shutdown); errors and hang-ups are always reported. `token` is never
+    /// [`WAKE_TOKEN`](crate::WAKE_TOKEN).
     ///
-    /// `usecs` = 0 turns busy poll off.
-    pub(crate) fn set_napi(&self, params: NapiParams) -> io::Result<()> {
-        let issuer = self.issuer.lock();
-        if let Access::Issuer(ring) | Access::NotEnabled(ring) = issuer.access() {
-            napi::apply(ring, params)?;
-            *self.napi.lock() = (Some(params), false);
-            return Ok(());
-        }
-        drop(issuer);
-        *self.napi.lock() = (Some(params), true);
-        Ok(())
-    }
-
-    /// Kernel busy poll as last set ([`set_napi`](Self::set_napi)); zero when never set.
-    pub(crate) fn napi(&self) -> NapiParams {
-        self.napi.lock().0.unwrap_or_default()
-    }
-}
-
-impl crate::sys::Registry for Registry {
-    fn register(&self, fd: RawFd, token: u64, interest: Interest) -> io::Result<()> {
+    /// # Errors
+    /// `EEXIST` if `fd` is registered, `EPERM` for a regular file or a directory, `EBADF` for
+    /// a closed fd.
+    pub fn register(&self, fd: RawFd, token: u64, mask: u32) -> io::Result<()> {
         check_pollable(fd)?;
-        let mut fds = self.fds.lock();
+        let mut fds = self.shared.fds.lock();
         if fds.contains_key(&fd) {
             return Err(io::Error::from_raw_os_error(libc::EEXIST));
         }
         fds.insert(fd, false);
-        let mask = interest_to_poll(interest);
-        self.push(Op::Register {
+        self.shared.push(Op::Register {
             fd,
             token,
             mask,
-            queue: Ahead::None,
+            ahead: None,
         });
         Ok(())
     }
 
-    fn register_ahead(
-        &self,
-        fd: RawFd,
-        token: u64,
-        interest: Interest,
-        kind: SourceKind,
-    ) -> io::Result<Ahead> {
-        let on = match kind {
-            SourceKind::Stream => self.recv_multishot,
-            SourceKind::Listener => self.accept_multishot,
-            SourceKind::Plain => false,
+    /// Registers a socket whose reads (or accepts) the caller makes through the returned
+    /// [`Ahead`] first, as [`register`](Self::register) does, so that the ring may take its
+    /// input ahead of the program: with the receive fast path on
+    /// ([`Config::recv_multishot`](crate::Config::recv_multishot)) a stream socket gets a
+    /// multishot receive into the ring's provided buffers instead of read readiness, and with
+    /// the accept fast path ([`Config::accept_multishot`](crate::Config::accept_multishot)) a
+    /// listening socket a multishot accept. Read readiness is then reported when something is
+    /// queued. Anything else — a fast path off, a `mask` without `POLLIN`, a datagram socket,
+    /// not a socket — is registered for readiness as usual, and `None` is returned.
+    ///
+    /// Whether `fd` listens is asked of the kernel (`SO_ACCEPTCONN`, and `SO_TYPE`), and only
+    /// while a fast path is on.
+    ///
+    /// # Errors
+    /// As [`register`](Self::register).
+    pub fn register_ahead(&self, fd: RawFd, token: u64, mask: u32) -> io::Result<Option<Ahead>> {
+        let shared = &self.shared;
+        let reads = mask & libc::POLLIN as u32 != 0;
+        let kind = if reads && (shared.recv_multishot || shared.accept_multishot) {
+            socket_kind(fd, shared.accept_multishot, shared.recv_multishot)
+        } else {
+            None
         };
-        if !on || !interest.is_readable() {
-            return crate::sys::Registry::register(self, fd, token, interest).map(|()| Ahead::None);
-        }
+        let Some(kind) = kind else {
+            return self.register(fd, token, mask).map(|()| None);
+        };
         check_pollable(fd)?;
-        let mut fds = self.fds.lock();
+        let mut fds = shared.fds.lock();
         if fds.contains_key(&fd) {
             return Err(io::Error::from_raw_os_error(libc::EEXIST));
         }
         fds.insert(fd, true);
         let queue = match kind {
-            SourceKind::Listener => Ahead::Accept(Arc::new(AcceptQueue::new(fd))),
-            _ => Ahead::Read(Arc::new(ReadAhead::new(fd))),
+            SocketKind::Listener => Queue::Accept(Arc::new(AcceptQueue::new())),
+            SocketKind::Stream => Queue::Read(Arc::new(ReadAhead::new())),
         };
-        let mask = interest_to_poll(interest);
-        self.push(Op::Register {
+        shared.push(Op::Register {
             fd,
             token,
             mask,
-            queue: queue.clone(),
+            ahead: Some(queue.clone()),
         });
-        Ok(queue)
+        let owner: Weak<dyn Owner> = Arc::downgrade(shared) as Weak<Shared>;
+        Ok(Some(Ahead::new(fd, queue, owner)))
     }
 
-    fn resume_ahead(&self, fd: RawFd) {
-        let fds = self.fds.lock();
-        if fds.get(&fd) == Some(&true) {
-            self.push(Op::ResumeAhead { fd });
-        }
-    }
-
-    fn reregister(&self, fd: RawFd, token: u64, interest: Interest) -> io::Result<()> {
-        let fds = self.fds.lock();
+    /// Changes the interest (`mask`) or the token of a registered fd.
+    ///
+    /// # Errors
+    /// `ENOENT` for an fd not registered; `Unsupported` for a source read ahead.
+    pub fn reregister(&self, fd: RawFd, token: u64, mask: u32) -> io::Result<()> {
+        let fds = self.shared.fds.lock();
         match fds.get(&fd) {
             None => return Err(io::Error::from_raw_os_error(libc::ENOENT)),
             Some(true) => {
@@ -244,8 +239,7 @@ impl crate::sys::Registry for Registry {
             }
             Some(false) => {}
         }
-        let mask = interest_to_poll(interest);
-        self.push(Op::Reregister { fd, token, mask });
+        self.shared.push(Op::Reregister { fd, token, mask });
         Ok(())
     }
 
@@ -254,12 +248,60 @@ impl crate::sys::Registry for Registry {
     /// - on the ring's issuer thread (a task dropping its own socket, the usual case), by a
     ///   synchronous cancellation;
     /// - from another thread while the owner is parked, by waking it and waiting (at most
-    ///   [`REMOTE_CANCEL_WAIT`]) until it has submitted the cancellation;
+    ///   5 ms) until it has submitted the cancellation;
     /// - from another thread while the owner runs, not at all: the owner cancels at its next
-    ///   turn (waiting for it stalled the deregistering worker — measured: a millisecond of
-    ///   spinning per closed connection when every worker is busy).
+    ///   turn (waiting for it stalled the deregistering thread: a millisecond of spinning per
+    ///   closed connection when every worker is busy).
     ///
-    /// Past the bound the cancellation happens at the owner's next turn.
+    /// Past the bound the cancellation happens at the owner's next turn. Events already
+    /// collected may still carry `fd`'s token.
+    ///
+    /// # Errors
+    /// `ENOENT` for an fd not registered.
+    pub fn deregister(&self, fd: RawFd) -> io::Result<()> {
+        self.shared.deregister(fd)
+    }
+
+    /// Makes a blocked (or the next) [`select`](crate::Selector::select) return with a
+    /// [`WAKE_TOKEN`](crate::WAKE_TOKEN) event: marks the wake-up as the caller's and writes
+    /// the eventfd. Callable from any thread; one syscall.
+    ///
+    /// # Errors
+    /// The eventfd's write error (none in practice).
+    pub fn wake(&self) -> io::Result<()> {
+        self.shared.woken.store(true, Ordering::SeqCst);
+        signal_eventfd(self.shared.eventfd.as_raw_fd())
+    }
+
+    /// Kernel busy poll on this ring (`IORING_REGISTER_NAPI`, dynamic tracking: the kernel
+    /// busy-polls the NAPI ids of the sockets this ring polls). Applied at once on the ring's
+    /// issuer thread or before the ring is enabled, where its errors are returned; from any
+    /// other thread it is applied at the owner's next turn, and an error is logged as a
+    /// warning there. A ring rebuilt on another thread gets it again. `usecs` = 0 turns busy
+    /// poll off.
+    ///
+    /// # Errors
+    /// `EINVAL` before Linux 6.9.
+    pub fn set_napi(&self, params: NapiParams) -> io::Result<()> {
+        let shared = &self.shared;
+        let issuer = shared.issuer.lock();
+        if let Access::Issuer(ring) | Access::NotEnabled(ring) = issuer.access() {
+            napi::apply(ring, params)?;
+            *shared.napi.lock() = (Some(params), false);
+            return Ok(());
+        }
+        drop(issuer);
+        *shared.napi.lock() = (Some(params), true);
+        Ok(())
+    }
+
+    /// Kernel busy poll as last set ([`set_napi`](Self::set_napi)); zero when never set.
+    pub fn napi(&self) -> NapiParams {
+        self.shared.napi.lock().0.unwrap_or_default()
+    }
+}
+
+impl Shared {
     fn deregister(&self, fd: RawFd) -> io::Result<()> {
         let mut fds = self.fds.lock();
         if fds.remove(&fd).is_none() {
@@ -305,25 +347,28 @@ impl crate::sys::Registry for Registry {
         }
         Ok(())
     }
+}
 
-    /// [`deregister`](Self::deregister), losslessly for a stream on the receive fast path:
-    /// its multishot receive is stopped and its completions reaped into the read-ahead queue
-    /// before this returns, so every byte of the stream is either in that queue or still in
-    /// the socket. On the ring's issuer thread (between two waits) this runs at once; from
-    /// another thread, or while the owner waits, it is the owner's next turn, waited for
-    /// (the owner is woken if parked).
-    ///
-    /// # Errors
-    /// `ENOENT` for an fd not registered; `TimedOut` when the owner did not turn within
-    /// [`REMOTE_DETACH_WAIT`] (the deregistration then happens at its next turn, and bytes
-    /// received meanwhile go to the queue).
+impl Owner for Shared {
+    fn resume(&self, fd: RawFd) {
+        let fds = self.fds.lock();
+        if fds.get(&fd) == Some(&true) {
+            self.push(Op::Resume { fd });
+        }
+    }
+
+    /// [`deregister`](Shared::deregister), losslessly for a stream read ahead: its multishot
+    /// receive is stopped and its completions reaped into the queue before this returns. On
+    /// the ring's issuer thread (between two waits) this runs at once; from another thread,
+    /// or while the owner waits, it is the owner's next turn, waited for (the owner is woken
+    /// if parked), at most [`REMOTE_DETACH_WAIT`].
     fn detach(&self, fd: RawFd) -> io::Result<()> {
         let mut fds = self.fds.lock();
         match fds.get(&fd) {
             None => return Err(io::Error::from_raw_os_error(libc::ENOENT)),
             Some(false) => {
                 drop(fds);
-                return crate::sys::Registry::deregister(self, fd);
+                return self.deregister(fd);
             }
             Some(true) => {}
         }
@@ -378,32 +423,5 @@ impl crate::sys::Registry for Registry {
             }
         }
         Ok(())
-    }
-
-    /// Marks the wake-up as the driver's and writes the eventfd: the ring's wait returns with a
-    /// [`WAKE_TOKEN`](crate::sys::WAKE_TOKEN) event.
-    fn wake(&self) -> io::Result<()> {
-        self.woken.store(true, Ordering::SeqCst);
-        self.write_eventfd();
-        Ok(())
-    }
-
-    /// A ring cannot be reaped from another thread: no stealing.
-    fn steal(&self, _out: &mut Vec<Event>, _max: usize) -> io::Result<usize> {
-        Ok(0)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn regular_files_are_refused_like_epoll() {
-        let f = std::fs::File::open("/proc/self/exe").unwrap();
-        let e = check_pollable(f.as_raw_fd()).unwrap_err();
-        assert_eq!(e.raw_os_error(), Some(libc::EPERM));
-        let e = check_pollable(-1).unwrap_err();
-        assert_eq!(e.raw_os_error(), Some(libc::EBADF));
     }
 }

@@ -13,15 +13,17 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use io_uring::IoUring;
 use io_uring::types::BufRingEntry;
 
+use crate::ring::Ring;
+
 /// The buffer group id receives name.
-pub(super) const BGID: u16 = 0;
+pub(crate) const BGID: u16 = 0;
 /// Buffers in the group (a power of two, as the kernel requires).
 const COUNT: u16 = 256;
 /// Bytes per buffer.
 const BUF_LEN: usize = 4096;
 
 /// The buffers and their ring.
-pub(super) struct BufRing {
+pub(crate) struct BufRing {
     /// `COUNT` entries, page-aligned (`mmap`): the ring the kernel reads.
     entries: NonNull<BufRingEntry>,
     entries_len: usize,
@@ -32,11 +34,11 @@ pub(super) struct BufRing {
 }
 
 // SAFETY: the ring's memory is owned by this value and only touched through `&mut self` (by
-// the reactor's owner) or by the kernel; moving it to another thread moves that ownership.
+// the ring's owner) or by the kernel; moving it to another thread moves that ownership.
 unsafe impl Send for BufRing {}
 
 impl BufRing {
-    pub(super) fn new() -> io::Result<BufRing> {
+    pub(crate) fn new() -> io::Result<BufRing> {
         let entries_len = usize::from(COUNT) * std::mem::size_of::<BufRingEntry>();
         // SAFETY: an anonymous private mapping, no address hint; the result is checked.
         let p = unsafe {
@@ -66,7 +68,7 @@ impl BufRing {
     /// # Safety
     /// No request of an earlier ring may still write into the buffers: that ring is closed (its
     /// task work no longer runs receives) or never had the group.
-    pub(super) unsafe fn register(&mut self, ring: &IoUring) -> io::Result<()> {
+    pub(crate) unsafe fn register(&mut self, ring: &IoUring) -> io::Result<()> {
         self.tail = 0;
         // SAFETY: the tail field lives in the mapping; zeroing it while no ring has the group
         // registered races with nobody.
@@ -88,13 +90,13 @@ impl BufRing {
     }
 
     /// The `len` bytes the kernel wrote into buffer `bid`.
-    pub(super) fn get(&self, bid: u16, len: usize) -> &[u8] {
+    pub(crate) fn get(&self, bid: u16, len: usize) -> &[u8] {
         let start = usize::from(bid % COUNT) * BUF_LEN;
         &self.mem[start..start + len.min(BUF_LEN)]
     }
 
     /// Gives buffer `bid` back to the kernel.
-    pub(super) fn recycle(&mut self, bid: u16) {
+    pub(crate) fn recycle(&mut self, bid: u16) {
         self.offer(bid % COUNT);
         self.publish();
     }
@@ -127,6 +129,32 @@ impl BufRing {
         // SAFETY: the tail is a naturally aligned u16 inside entry 0 of the live mapping; the
         // kernel reads it with acquire loads, we write it with atomic stores only.
         unsafe { AtomicU16::from_ptr(BufRingEntry::tail(self.entries.as_ptr()).cast_mut()) }
+    }
+}
+
+impl BufRing {
+    /// The buffers of a new `ring` (not enabled yet), registered on it; `None` with one
+    /// warning per process when the kernel refuses them (streams are then polled as usual).
+    pub(crate) fn for_ring(ring: &Ring) -> Option<BufRing> {
+        let built = BufRing::new().and_then(|mut b| {
+            // SAFETY: a new ring, which never had the group.
+            unsafe { b.register(ring.inner()) }.map(|()| b)
+        });
+        match built {
+            Ok(b) => Some(b),
+            Err(e) => {
+                static WARNED: std::sync::Once = std::sync::Once::new();
+                WARNED.call_once(|| {
+                    tracing::warn!(
+                        target: "weir::reactor",
+                        error = %e,
+                        "io_uring receive fast path unavailable (provided-buffer ring refused); \
+                         streams are polled for readiness instead"
+                    )
+                });
+                None
+            }
+        }
     }
 }
 

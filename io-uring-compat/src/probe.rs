@@ -1,13 +1,14 @@
-//! Does this kernel let weir run its io_uring backend? Asked once per process.
+//! Does this kernel offer what the crate's rings need? Asked once per process ([`probe()`]).
 //!
-//! The probe does what the backend will do, on a small ring, and keeps the answer:
+//! The probe does what a [`Selector`](crate::Selector) will do, on a small ring, and keeps the
+//! answer:
 //!
-//! 1. `io_uring_setup` with the flags of the backend's rings: `SINGLE_ISSUER`,
+//! 1. `io_uring_setup` with the flags of the crate's rings: `SINGLE_ISSUER`,
 //!    `DEFER_TASKRUN`, `COOP_TASKRUN` and `TASKRUN_FLAG` (Linux 6.1).
-//! 2. The features the backend cannot do without: `IORING_FEAT_EXT_ARG` (a wait with a
+//! 2. The features the crate cannot do without: `IORING_FEAT_EXT_ARG` (a wait with a
 //!    timeout in one `io_uring_enter`) and `IORING_FEAT_NODROP` (no completion is lost when the
 //!    CQ overflows). `IORING_FEAT_MIN_TIMEOUT` (native min_wait, Linux 6.12) is only recorded:
-//!    without it the backend builds the window in userspace, as on epoll.
+//!    without it a caller builds its window in userspace, as on epoll.
 //! 3. The opcodes it submits, through `IORING_REGISTER_PROBE`: `POLL_ADD` and `ASYNC_CANCEL`.
 //! 4. A multishot poll for real (an eventfd that is already readable must answer with
 //!    `IORING_CQE_F_MORE`), then its cancellation: the flag is not covered by the opcode
@@ -22,37 +23,37 @@ use std::fmt;
 use std::io;
 use std::sync::OnceLock;
 
-#[cfg(target_os = "linux")]
 use linux::run;
 
 /// What a kernel that passed the probe offers beyond the minimum.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Support {
+pub struct Support {
     /// `IORING_FEAT_MIN_TIMEOUT`: `io_uring_enter` takes a min_wait window (Linux 6.12).
-    pub(crate) min_timeout: bool,
+    pub min_timeout: bool,
     /// The ring's feature bits (`io_uring_params.features`), for the log.
-    pub(crate) features: u32,
+    pub features: u32,
 }
 
 /// Why io_uring cannot be used in this process: the refusal and what it means.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Unavailable {
+pub struct Unavailable {
     /// The errno behind it, if the kernel answered with one.
-    pub(crate) errno: Option<i32>,
+    pub errno: Option<i32>,
     /// Its likely cause, in words (`kernel.io_uring_disabled = 2`, a seccomp filter, …).
-    pub(crate) cause: String,
+    pub cause: String,
 }
 
 impl Unavailable {
-    pub(crate) fn new(errno: Option<i32>, cause: impl Into<String>) -> Unavailable {
+    /// A refusal with its errno (if any) and its cause in words.
+    pub fn new(errno: Option<i32>, cause: impl Into<String>) -> Unavailable {
         Unavailable {
             errno,
             cause: cause.into(),
         }
     }
 
-    /// The error a strict build fails with.
-    pub(crate) fn to_error(&self) -> io::Error {
+    /// The error of a build that asked for io_uring and allows no fallback.
+    pub fn to_error(&self) -> io::Error {
         let kind = match self.errno {
             Some(libc::EPERM) => io::ErrorKind::PermissionDenied,
             _ => io::ErrorKind::Unsupported,
@@ -85,13 +86,13 @@ static PROBED: OnceLock<Result<Support, Unavailable>> = OnceLock::new();
 /// # Errors
 /// An error that says nothing about the kernel's io_uring (`EMFILE`, `ENOMEM`, …); it is not
 /// kept.
-pub(crate) fn io_uring() -> io::Result<&'static Result<Support, Unavailable>> {
+pub fn probe() -> io::Result<&'static Result<Support, Unavailable>> {
     if let Some(r) = PROBED.get() {
         return Ok(r);
     }
     // On a thread of its own, which exits before this returns: the probe's rings are closed
     // there, and the kernel's teardown of a ring interrupts the threads that used it (see
-    // `uring/ring.rs`), which must not include the caller's.
+    // `ring.rs`), which must not include the caller's.
     let probed = std::thread::scope(|s| {
         std::thread::Builder::new()
             .name("weir-uring-probe".into())
@@ -124,7 +125,7 @@ pub(crate) fn io_uring() -> io::Result<&'static Result<Support, Unavailable>> {
 }
 
 enum Failure {
-    /// io_uring, as the backend uses it, is not available here.
+    /// io_uring, as the crate uses it, is not available here.
     Refused(Unavailable),
     /// Something else went wrong (resources); ask again later.
     Other(io::Error),
@@ -137,16 +138,17 @@ impl From<io::Error> for Failure {
 }
 
 /// `true` for the errors that mean the kernel (or a filter in front of it) refuses io_uring
-/// or a part of it: the backend falls back to epoll on these.
-pub(crate) fn is_refusal(e: &io::Error) -> bool {
+/// or a part of it (a caller falls back to epoll on these), rather than a lack of resources.
+pub fn is_refusal(e: &io::Error) -> bool {
     matches!(
         e.raw_os_error(),
         Some(libc::ENOSYS | libc::EPERM | libc::EINVAL | libc::EOPNOTSUPP)
     ) || e.kind() == io::ErrorKind::Unsupported
 }
 
-/// The likely cause of `io_uring_setup` failing with `e`.
-pub(crate) fn setup_refusal(e: &io::Error) -> Unavailable {
+/// The likely cause of `io_uring_setup` (or [`Selector::new`](crate::Selector::new)) failing
+/// with `e`.
+pub fn setup_refusal(e: &io::Error) -> Unavailable {
     let errno = e.raw_os_error();
     let cause = match errno {
         Some(libc::EPERM) => match io_uring_disabled() {
@@ -169,7 +171,7 @@ pub(crate) fn setup_refusal(e: &io::Error) -> Unavailable {
                                DEFER_TASKRUN and COOP_TASKRUN need Linux 6.1 or later)"
             .to_string(),
         _ if e.kind() == io::ErrorKind::Unsupported => e.to_string(),
-        _ => format!("the io_uring backend could not be set up: {e}"),
+        _ => format!("an io_uring ring could not be set up: {e}"),
     };
     // The errno is printed by `Unavailable`'s Display; don't repeat it for Unsupported.
     Unavailable::new(errno, cause)
@@ -184,8 +186,7 @@ fn io_uring_disabled() -> Option<u32> {
         .ok()
 }
 
-/// The probe itself (Linux).
-#[cfg(target_os = "linux")]
+/// The probe itself.
 mod linux {
     use std::io;
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -195,7 +196,7 @@ mod linux {
 
     use super::{Failure, Support, Unavailable, is_refusal, setup_refusal};
 
-    /// The opcodes the backend submits, with the name and the first kernel of each.
+    /// The opcodes every ring submits, with the name and the first kernel of each.
     const OPCODES: [(u8, &str, &str); 2] = [
         (opcode::PollAdd::CODE, "IORING_OP_POLL_ADD", "5.1"),
         (opcode::AsyncCancel::CODE, "IORING_OP_ASYNC_CANCEL", "5.5"),
@@ -373,15 +374,6 @@ mod linux {
     }
 }
 
-/// No io_uring outside Linux.
-#[cfg(not(target_os = "linux"))]
-fn run() -> Result<Support, Failure> {
-    Err(Failure::Refused(Unavailable::new(
-        None,
-        "io_uring exists only on Linux",
-    )))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -405,8 +397,8 @@ mod tests {
 
     #[test]
     fn probe_answers_and_keeps_its_answer() {
-        let a = io_uring().expect("the probe runs");
-        let b = io_uring().expect("the probe runs");
+        let a = probe().expect("the probe runs");
+        let b = probe().expect("the probe runs");
         assert!(std::ptr::eq(a, b), "the answer is kept");
         match a {
             Ok(s) => assert!(s.features & (1 << 8) != 0, "EXT_ARG is required"),

@@ -8,7 +8,7 @@
 //! `TWA_SIGNAL` on every thread that has an io_uring context for the ring — the thread that
 //! created it and every thread that submitted to it. That task work interrupts whatever the
 //! thread is blocked in: a `read` on a socket with `SO_RCVTIMEO` then fails with `EINTR`
-//! (measured: about 17 ms after the close, on a thread that had dropped its driver). So:
+//! (measured: about 17 ms after the close, on a thread that had dropped its ring). So:
 //! - a ring is created on a short-lived thread of its own ([`Ring::new`]), which has exited
 //!   (and dropped its context) before anyone uses the ring; only the thread that enables the
 //!   ring ever submits to it;
@@ -53,9 +53,9 @@ struct GetEventsArg {
 
 /// Sizes of a ring.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Sizes {
-    pub(super) sq: u32,
-    pub(super) cq: u32,
+pub(crate) struct Sizes {
+    pub(crate) sq: u32,
+    pub(crate) cq: u32,
 }
 
 /// How long dropping a ring waits for the kernel to finish tearing it down (see the
@@ -64,7 +64,7 @@ pub(super) struct Sizes {
 const TEARDOWN_WAIT: Duration = Duration::from_secs(2);
 
 /// One io_uring instance and the submissions that did not fit in its SQ yet.
-pub(super) struct Ring {
+pub(crate) struct Ring {
     /// Dropped first, in `Drop`, then the teardown is waited for.
     ring: ManuallyDrop<IoUring>,
     /// The read end of the teardown sentinel: `POLLHUP` once the kernel has freed the ring.
@@ -86,7 +86,7 @@ impl Ring {
     ///
     /// Fails with `Unsupported` when the kernel lacks a feature the backend needs (`EXT_ARG`,
     /// `NODROP`).
-    pub(super) fn new(sizes: Sizes) -> io::Result<Ring> {
+    pub(crate) fn new(sizes: Sizes) -> io::Result<Ring> {
         std::thread::scope(|s| {
             std::thread::Builder::new()
                 .name("weir-uring-setup".into())
@@ -128,17 +128,17 @@ impl Ring {
     }
 
     /// `true` once [`enable`](Self::enable) has run: the enabling thread is the issuer.
-    pub(super) fn enabled(&self) -> bool {
+    pub(crate) fn enabled(&self) -> bool {
         !self.disabled
     }
 
     /// Forgets the submissions not handed to the kernel yet (a ring being torn down).
-    pub(super) fn clear_backlog(&mut self) {
+    pub(crate) fn clear_backlog(&mut self) {
         self.backlog.clear();
     }
 
     /// Takes back a submission not handed to the kernel yet; `false` if it was submitted.
-    pub(super) fn unqueue(&mut self, user_data: u64) -> bool {
+    pub(crate) fn unqueue(&mut self, user_data: u64) -> bool {
         match self
             .backlog
             .iter()
@@ -153,7 +153,7 @@ impl Ring {
     }
 
     /// Enables a ring built disabled; the calling thread becomes its one issuer.
-    pub(super) fn enable(&mut self) -> io::Result<()> {
+    pub(crate) fn enable(&mut self) -> io::Result<()> {
         if self.disabled {
             self.ring.submitter().register_enable_rings()?;
             self.disabled = false;
@@ -162,42 +162,42 @@ impl Ring {
     }
 
     /// `true` if the kernel ends a wait's min_wait window itself (`IORING_FEAT_MIN_TIMEOUT`).
-    pub(super) fn min_timeout(&self) -> bool {
+    pub(crate) fn min_timeout(&self) -> bool {
         self.min_timeout
     }
 
     /// The CQ's size.
-    pub(super) fn cq_entries(&self) -> u32 {
+    pub(crate) fn cq_entries(&self) -> u32 {
         self.ring.params().cq_entries()
     }
 
     /// The ring's fd (for fd-leak tests and `io_uring_register` calls).
-    pub(super) fn fd(&self) -> RawFd {
+    pub(crate) fn fd(&self) -> RawFd {
         self.ring.as_raw_fd()
     }
 
     /// The ring, for `io_uring_register` calls.
-    pub(super) fn inner(&self) -> &IoUring {
+    pub(crate) fn inner(&self) -> &IoUring {
         &self.ring
     }
 
     /// Queues a submission for the next enter.
-    pub(super) fn push(&mut self, entry: squeue::Entry) {
+    pub(crate) fn push(&mut self, entry: squeue::Entry) {
         self.backlog.push_back(entry);
     }
 
     /// The kernel holds completions that did not fit in the CQ (`IORING_SQ_CQ_OVERFLOW`).
-    pub(super) fn cq_overflow(&mut self) -> bool {
+    pub(crate) fn cq_overflow(&mut self) -> bool {
         self.ring.submission().cq_overflow()
     }
 
     /// `true` if the CQ holds completions not reaped yet.
-    pub(super) fn has_completions(&mut self) -> bool {
+    pub(crate) fn has_completions(&mut self) -> bool {
         !self.ring.completion().is_empty()
     }
 
     /// The completion queue, to reap.
-    pub(super) fn completion(&mut self) -> io_uring::CompletionQueue<'_> {
+    pub(crate) fn completion(&mut self) -> io_uring::CompletionQueue<'_> {
         self.ring.completion()
     }
 
@@ -242,7 +242,7 @@ impl Ring {
 
     /// Enters with `GETEVENTS` without submitting or waiting: runs the deferred task work
     /// (posting the completions it holds) and flushes completions kept aside on overflow.
-    pub(super) fn enter_no_submit(&mut self) -> io::Result<()> {
+    pub(crate) fn enter_no_submit(&mut self) -> io::Result<()> {
         // SAFETY: no submission, no argument: the kernel reads no user memory.
         match unsafe {
             self.ring
@@ -262,7 +262,7 @@ impl Ring {
     ///
     /// Returns `Ok` on a timeout, a signal or a full CQ (the caller reaps and retries).
     /// `EEXIST`: the calling thread is not the ring's issuer.
-    pub(super) fn enter(
+    pub(crate) fn enter(
         &mut self,
         want: u32,
         timeout: Option<Duration>,
@@ -376,14 +376,14 @@ const CANCEL_ANY: u32 = 1 << 2;
 /// Cancels every request of the ring `ring_fd` on the file `fd` refers to, and waits (at most a
 /// second) until they are gone, so that the ring no longer holds a reference to that file.
 /// Only the ring's issuer may call it (deferred task work runs on the issuer).
-pub(super) fn sync_cancel_fd(ring_fd: RawFd, fd: RawFd) -> io::Result<()> {
+pub(crate) fn sync_cancel_fd(ring_fd: RawFd, fd: RawFd) -> io::Result<()> {
     sync_cancel(ring_fd, fd, CANCEL_ALL_OF_FD)
 }
 
 /// Cancels every request of the ring `ring_fd` and waits (at most a second) until they are
 /// gone; their final completions are in the CQ (or kept aside on overflow) when this returns.
 /// Only the ring's issuer may call it.
-pub(super) fn sync_cancel_all(ring_fd: RawFd) -> io::Result<()> {
+pub(crate) fn sync_cancel_all(ring_fd: RawFd) -> io::Result<()> {
     sync_cancel(ring_fd, -1, CANCEL_ANY)
 }
 

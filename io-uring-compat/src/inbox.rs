@@ -1,38 +1,47 @@
 //! The inbox: registration requests from any thread to the ring's one issuer, and the wake-up
 //! protocol that makes sure the owner sees them.
 //!
-//! A ring has a single issuer (the owner), so [`Registry`](super::Registry) calls from other
+//! A ring has a single issuer (the owner), so [`Registry`](crate::Registry) calls from other
 //! threads cannot touch it: they push an operation here and the owner drains the inbox at the
 //! start of every `select`, before it submits and reaps. The owner is woken (an eventfd write)
-//! only if it is blocked in the ring's wait, with the same one-word protocol as the driver's
-//! park ([`ParkState`]): the owner commits to blocking (`EMPTY → PARKED`), re-drains if it was
-//! notified meanwhile, and a pusher writes the wake handle only when its `unpark` finds
-//! `PARKED`. A push while the owner runs costs a lock and an atomic swap, no syscall; a push
-//! from the owner's own thread never needs a wake-up (it is not blocked).
+//! only if it is blocked in the ring's wait, by one word of state: the owner commits to
+//! blocking (`RUNNING → BLOCKED`), re-drains if a push came meanwhile (`NOTIFIED`), and a
+//! pusher writes the wake handle only when its swap to `NOTIFIED` finds `BLOCKED`. A push
+//! while the owner runs costs a lock and an atomic swap, no syscall; a push from the owner's
+//! own thread never needs a wake-up (it is not blocked).
 //!
-//! No lost wake-up: an operation is pushed (under the lock) before the pusher's `unpark`. If
-//! the owner's drain comes after the push, it sees the operation. Otherwise the owner's later
-//! `prepare_park` either finds `NOTIFIED` (and drains again instead of blocking) or wins, and
-//! then the pusher's swap finds `PARKED` and writes the eventfd, which ends the wait. Modelled
-//! in `loom_tests` below.
+//! No lost wake-up: an operation is pushed (under the lock) before the pusher's swap. If the
+//! owner's drain comes after the push, it sees the operation. Otherwise the owner's later
+//! [`prepare_block`](Inbox::prepare_block) either finds `NOTIFIED` (and drains again instead
+//! of blocking) or wins, and then the pusher's swap finds `BLOCKED` and writes the eventfd,
+//! which ends the wait. Both are `SeqCst`. Modelled in `loom_tests` below.
 
 #[cfg(loom)]
 use loom::sync::Mutex;
+#[cfg(loom)]
+use loom::sync::atomic::{AtomicU8, Ordering::SeqCst};
 #[cfg(not(loom))]
 use parking_lot::Mutex;
+#[cfg(not(loom))]
+use std::sync::atomic::{AtomicU8, Ordering::SeqCst};
 
-use crate::park_state::{ParkState, Prepare, Unpark};
+/// The owner runs (or is about to drain): a push needs no wake-up.
+const RUNNING: u8 = 0;
+/// The owner is blocked in the ring's wait, or committed to block.
+const BLOCKED: u8 = 1;
+/// An operation was pushed since the owner last committed to block or woke.
+const NOTIFIED: u8 = 2;
 
 /// Operations for the owner, and the owner's blocked/running state.
 #[derive(Debug)]
-pub(super) struct Inbox<T> {
+pub(crate) struct Inbox<T> {
     ops: Mutex<Vec<T>>,
-    park: ParkState,
+    state: AtomicU8,
 }
 
 /// What the owner must do after [`Inbox::prepare_block`].
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum Block {
+pub(crate) enum Block {
     /// Block: any later push will write the wake handle.
     Yes,
     /// An operation arrived since the last drain: drain again before blocking.
@@ -40,10 +49,10 @@ pub(super) enum Block {
 }
 
 impl<T> Inbox<T> {
-    pub(super) fn new() -> Inbox<T> {
+    pub(crate) fn new() -> Inbox<T> {
         Inbox {
             ops: Mutex::new(Vec::new()),
-            park: ParkState::new(),
+            state: AtomicU8::new(RUNNING),
         }
     }
 
@@ -59,13 +68,13 @@ impl<T> Inbox<T> {
 
     /// Any thread: queues `op` for the owner. Returns `true` if the caller must write the wake
     /// handle (the owner is blocked in the ring's wait).
-    pub(super) fn push(&self, op: T) -> bool {
+    pub(crate) fn push(&self, op: T) -> bool {
         self.lock().push(op);
-        self.park.unpark() == Unpark::Signal
+        self.state.swap(NOTIFIED, SeqCst) == BLOCKED
     }
 
     /// Owner: moves every queued operation into `into` (in push order).
-    pub(super) fn drain(&self, into: &mut Vec<T>) {
+    pub(crate) fn drain(&self, into: &mut Vec<T>) {
         let mut ops = self.lock();
         if !ops.is_empty() {
             into.append(&mut ops);
@@ -73,31 +82,59 @@ impl<T> Inbox<T> {
     }
 
     /// Owner, after a drain and before a blocking wait: commit to blocking.
-    pub(super) fn prepare_block(&self) -> Block {
-        match self.park.prepare_park() {
-            Prepare::Block => Block::Yes,
-            Prepare::Notified => Block::DrainFirst,
+    pub(crate) fn prepare_block(&self) -> Block {
+        match self
+            .state
+            .compare_exchange(RUNNING, BLOCKED, SeqCst, SeqCst)
+        {
+            Ok(_) => Block::Yes,
+            // Only the owner blocks, so the state was NOTIFIED: consume it, and do not block.
+            Err(_) => {
+                self.state.store(RUNNING, SeqCst);
+                Block::DrainFirst
+            }
         }
     }
 
     /// Owner, after the blocking wait returned (whatever woke it).
-    pub(super) fn finish_block(&self) {
-        let _ = self.park.finish_park();
+    pub(crate) fn finish_block(&self) {
+        self.state.store(RUNNING, SeqCst);
     }
 
     /// `true` if the owner is blocked in the ring's wait (racy; tests).
     #[cfg(test)]
-    pub(super) fn is_blocked(&self) -> bool {
-        self.park.is_parked()
+    pub(crate) fn is_blocked(&self) -> bool {
+        self.state.load(SeqCst) == BLOCKED
     }
 }
 
 #[cfg(all(test, loom))]
 mod loom_tests {
     use super::*;
-    use crate::park_state::ModelEventFd;
     use loom::sync::Arc;
     use loom::thread;
+
+    /// The eventfd: a counter the owner blocks on.
+    #[derive(Debug, Default)]
+    struct ModelEventFd {
+        count: loom::sync::Mutex<usize>,
+        cv: loom::sync::Condvar,
+    }
+
+    impl ModelEventFd {
+        fn write(&self) {
+            *self.count.lock().unwrap() += 1;
+            self.cv.notify_one();
+        }
+
+        fn wait(&self) {
+            let mut c = self.count.lock().unwrap();
+            while *c == 0 {
+                c = self.cv.wait(c).unwrap();
+            }
+            *c -= 1;
+        }
+    }
 
     /// The owner's select loop, reduced to the inbox: drain, commit to blocking, block on the
     /// eventfd; until it has seen `want` operations.

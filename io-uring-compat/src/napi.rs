@@ -6,13 +6,14 @@
 use std::io;
 use std::os::fd::RawFd;
 
-/// Kernel busy poll on a ring (what of `os::linux::KernelBusyPoll` io_uring has: no budget).
+/// Kernel busy poll on a ring ([`Registry::set_napi`](crate::Registry::set_napi)): what
+/// epoll's `EPIOCSPARAMS` sets, less the budget, which io_uring does not take.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct NapiParams {
+pub struct NapiParams {
     /// Busy-poll timeout in microseconds (0: off).
-    pub(crate) usecs: u32,
+    pub usecs: u32,
     /// `prefer_busy_poll`.
-    pub(crate) prefer: bool,
+    pub prefer: bool,
 }
 
 /// `IORING_REGISTER_NAPI`.
@@ -40,7 +41,7 @@ struct IoUringNapi {
 /// # Errors
 /// `EINVAL` before Linux 6.9 (an unknown register opcode); `EEXIST` from a thread that is not
 /// the ring's issuer.
-pub(super) fn apply(ring_fd: RawFd, params: NapiParams) -> io::Result<()> {
+pub(crate) fn apply(ring_fd: RawFd, params: NapiParams) -> io::Result<()> {
     let mut arg = IoUringNapi {
         busy_poll_to: params.usecs,
         prefer_busy_poll: u8::from(params.prefer),

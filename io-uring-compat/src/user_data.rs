@@ -1,60 +1,60 @@
 //! What a request's `user_data` says: which kind of request it is (a readiness poll, the wake
-//! handle's poll, a cancellation) and, for a poll, which slot of the owner's poll table it
-//! belongs to.
+//! handle's poll, a cancellation, an ahead request) and, for a poll or an ahead request, which
+//! slot of the owner's table it belongs to.
 //!
 //! ```text
-//! bits 63..62  kind: 0 = poll, 1 = wake poll, 2 = cancel, 3 = fast path (multishot receive or accept)
+//! bits 63..62  kind: 0 = poll, 1 = wake poll, 2 = cancel, 3 = ahead (multishot receive or accept)
 //! bits 61..32  generation of the poll slot (30 bits)
 //! bits 31..0   index of the poll slot
 //! ```
 //!
 //! The slot's generation changes whenever a slot is reused, so a completion of a poll whose
 //! slot was freed and taken by another registration (an fd closed and its number reused) is
-//! recognised and dropped. The driver's token (slab index and generation of the registration)
-//! lives in the slot, not in `user_data`: a re-registration of the same token (new interest)
-//! must be told apart from the poll it replaces, whose last completion may still be on its way.
+//! recognised and dropped. The caller's token lives in the slot, not in `user_data`: a
+//! re-registration of the same token (new interest) must be told apart from the poll it
+//! replaces, whose last completion may still be on its way.
 
 /// The kind of request a completion belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Kind {
+pub(crate) enum Kind {
     /// A registration's multishot poll: slot index and generation.
     Poll { index: u32, generation: u32 },
     /// The wake handle's multishot poll.
     Wake,
     /// An `ASYNC_CANCEL` request (its completion carries nothing we need).
     Cancel,
-    /// A registration's fast-path request (multishot receive or accept): its slot's index and
+    /// A registration's ahead request (multishot receive or accept): its slot's index and
     /// generation.
-    Fast { index: u32, generation: u32 },
+    Ahead { index: u32, generation: u32 },
 }
 
 const KIND_SHIFT: u32 = 62;
 const POLL: u64 = 0;
 const WAKE: u64 = 1;
 const CANCEL: u64 = 2;
-const FAST: u64 = 3;
+const AHEAD: u64 = 3;
 /// Generations wrap at this many bits.
-pub(super) const GENERATION_MASK: u32 = (1 << 30) - 1;
+pub(crate) const GENERATION_MASK: u32 = (1 << 30) - 1;
 
-pub(super) fn poll(index: u32, generation: u32) -> u64 {
+pub(crate) fn poll(index: u32, generation: u32) -> u64 {
     (POLL << KIND_SHIFT) | (u64::from(generation & GENERATION_MASK) << 32) | u64::from(index)
 }
 
-pub(super) fn fast(index: u32, generation: u32) -> u64 {
-    (FAST << KIND_SHIFT) | (u64::from(generation & GENERATION_MASK) << 32) | u64::from(index)
+pub(crate) fn ahead(index: u32, generation: u32) -> u64 {
+    (AHEAD << KIND_SHIFT) | (u64::from(generation & GENERATION_MASK) << 32) | u64::from(index)
 }
 
-pub(super) const WAKE_POLL: u64 = WAKE << KIND_SHIFT;
-pub(super) const CANCEL_REQ: u64 = CANCEL << KIND_SHIFT;
+pub(crate) const WAKE_POLL: u64 = WAKE << KIND_SHIFT;
+pub(crate) const CANCEL_REQ: u64 = CANCEL << KIND_SHIFT;
 
-pub(super) fn decode(user_data: u64) -> Kind {
+pub(crate) fn decode(user_data: u64) -> Kind {
     match user_data >> KIND_SHIFT {
         POLL => Kind::Poll {
             index: user_data as u32,
             generation: (user_data >> 32) as u32 & GENERATION_MASK,
         },
         WAKE => Kind::Wake,
-        FAST => Kind::Fast {
+        AHEAD => Kind::Ahead {
             index: user_data as u32,
             generation: (user_data >> 32) as u32 & GENERATION_MASK,
         },
@@ -80,8 +80,8 @@ mod tests {
         assert_eq!(decode(WAKE_POLL), Kind::Wake);
         assert_eq!(decode(CANCEL_REQ), Kind::Cancel);
         assert_eq!(
-            decode(fast(9, 5)),
-            Kind::Fast {
+            decode(ahead(9, 5)),
+            Kind::Ahead {
                 index: 9,
                 generation: 5
             }
