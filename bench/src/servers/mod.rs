@@ -666,7 +666,7 @@ mod tests {
         ));
         assert_eq!(
             parse(&args("--kind ftp")).unwrap_err().to_string(),
-            "invalid value for --kind: \"ftp\" (echo|http|bare-http)"
+            "invalid value for --kind: \"ftp\" (echo|http|bare-http|axum)"
         );
     }
 }
