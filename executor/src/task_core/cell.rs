@@ -1,4 +1,9 @@
 //! The task allocation and everything that touches its stage.
+//!
+//! One idea: the cell owns the future or its output, and every path that reads or replaces
+//! that stage (poll, complete, abort, shutdown, join, the wakers and their console events)
+//! goes through the state machine's answer here, so the unsafe accesses to the stage sit in
+//! one file next to the invariant that makes each of them sound.
 
 use std::any::Any;
 use std::future::Future;
