@@ -33,7 +33,7 @@ out=target/ab-pinned
 mkdir -p "$out"
 : >"$out/rounds.txt"
 port=4600
-cpu_ns() { awk '{ s += $1 } END { print s }' /proc/"$1"/task/*/schedstat; }
+cpu_ns() { awk '{ s += $1 } END { printf "%.0f\n", s }' /proc/"$1"/task/*/schedstat; }
 for r in $(seq "$rounds"); do
   for i in "${!names[@]}"; do
     port=$((port + 1))
