@@ -38,6 +38,10 @@ pub struct WorkerStats {
     /// Times this worker, idle, collected I/O events from a busy peer's reactor and ran their
     /// tasks (I/O stealing).
     pub io_steals: u64,
+    /// Wake-ups this worker made of tasks that another worker polled last: the woken task
+    /// moves to this worker (or, if pinned, this worker hands it to its own). A request whose
+    /// chain stays on one core makes none.
+    pub cross_worker_wakes: u64,
     /// Tasks in the local queue right now.
     pub local_queue_depth: u64,
     /// The worker's reactor: waits, events per wait, min_wait windows, timers, wake-ups.
@@ -67,6 +71,7 @@ impl RuntimeMetrics {
             overflows: m.overflows.get(),
             lifo_polls: m.lifo_polls.get(),
             io_steals: m.io_steals.get(),
+            cross_worker_wakes: m.cross_worker_wakes.get(),
             local_queue_depth: r.steal.len() as u64,
             reactor: r.reactor.stats(),
         }

@@ -83,7 +83,16 @@ impl Shared {
 impl Schedule for Arc<Shared> {
     fn schedule(&self, task: Task, at: Queue) {
         context::with_worker(|cx| match cx {
-            Some(cx) if ptr::eq(&*cx.shared, &**self) => cx.schedule_local(task, at),
+            Some(cx) if ptr::eq(&*cx.shared, &**self) => {
+                let last = task.header().last_worker.load(Ordering::Relaxed);
+                if last != u32::MAX && last as usize != cx.index {
+                    self.remotes[cx.index]
+                        .metrics
+                        .cross_worker_wakes
+                        .add_owner(1);
+                }
+                cx.schedule_local(task, at)
+            }
             _ => self.schedule_remote(task),
         })
     }

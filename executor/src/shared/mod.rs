@@ -95,6 +95,7 @@ pub(crate) struct WorkerMetrics {
     pub(crate) overflows: Counter,
     pub(crate) lifo_polls: Counter,
     pub(crate) io_steals: Counter,
+    pub(crate) cross_worker_wakes: Counter,
 }
 
 /// Everything a worker owns; moves to the thread that runs it.

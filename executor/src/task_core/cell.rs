@@ -78,6 +78,7 @@ where
             id,
             placement,
             owned_key: AtomicUsize::new(usize::MAX),
+            last_worker: std::sync::atomic::AtomicU32::new(u32::MAX),
             location,
             #[cfg(feature = "console")]
             span_id: span.id(),

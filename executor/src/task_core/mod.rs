@@ -41,6 +41,10 @@ pub(crate) struct Header {
     /// Slot in the owned-task list, `usize::MAX` when not in it. Accessed only under that list's
     /// shard lock.
     pub(crate) owned_key: std::sync::atomic::AtomicUsize,
+    /// The worker that polled the task last (`u32::MAX` before its first poll): a wake-up from
+    /// another worker is a cross-worker wake-up (`WorkerStats::cross_worker_wakes`). Written
+    /// by the polling worker, read by wakers; a stale read only miscounts.
+    pub(crate) last_worker: std::sync::atomic::AtomicU32,
     pub(crate) location: &'static Location<'static>,
     /// The id of the task's console span, for its waker's events (`console.rs`).
     #[cfg(feature = "console")]

@@ -295,6 +295,10 @@ impl Worker<'_> {
             }
         }
         self.remote.metrics.polls.add_owner(1);
+        let index = self.core().index as u32;
+        task.header()
+            .last_worker
+            .store(index, std::sync::atomic::Ordering::Relaxed);
         // While the task polls, the core is lent to the thread's worker context, where
         // `block_in_place` may hand it to another thread.
         self.cx.lent.set(self.core.take());
