@@ -304,6 +304,15 @@ pub mod signal;
 #[cfg(feature = "hyper")]
 pub mod compat;
 
+#[cfg(feature = "grpc")]
+pub mod grpc;
+#[cfg(feature = "pool")]
+pub mod pool;
+#[cfg(feature = "postgres")]
+pub mod postgres;
+#[cfg(feature = "redis")]
+pub mod redis;
+
 #[cfg(feature = "axum")]
 pub mod serve;
 #[cfg(feature = "axum")]
