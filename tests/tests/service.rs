@@ -1,6 +1,7 @@
-//! The database-and-cache service (`apps/service.rs` on weir, `apps/tokio/service.rs` on tokio)
-//! against real PostgreSQL and Redis servers of its own (`weir-datastores`), run as a child
-//! process and driven over loopback:
+//! The database-and-cache service (`apps/service.rs`, the port to weir; `apps/tokio/service.rs`
+//! on tokio; `apps/service_native.rs`, weir's own clients and no tokio runtime) against real
+//! PostgreSQL and Redis servers of its own (`weir-datastores`), run as a child process and
+//! driven over loopback:
 //!
 //! - every route answers correctly (cache miss then hit, inserts, the outbound call);
 //! - PostgreSQL stops mid-run: database requests fail with 5xx and a clear body, the service
@@ -10,7 +11,7 @@
 //!   time, the others complete;
 //! - SIGTERM with queries in flight: they complete with correct responses, the service exits 0.
 //!
-//! Every check runs on both forms. Without the PostgreSQL or Redis binaries the tests print
+//! Every check runs on the three forms. Without the PostgreSQL or Redis binaries the tests print
 //! why and pass. Every wait is bounded and polls; nothing asserts a timing.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -49,6 +50,7 @@ impl Service {
         let exe = match name {
             "service" => env!("CARGO_BIN_EXE_service"),
             "service_tokio" => env!("CARGO_BIN_EXE_service_tokio"),
+            "service_native" => env!("CARGO_BIN_EXE_service_native"),
             other => panic!("no service {other}"),
         };
         let mut cmd = Command::new(exe);
@@ -290,6 +292,59 @@ fn the_two_forms_differ_in_runtime_lines_only() {
     );
 }
 
+/// The native form differs from the port only where it builds its pools and connections (and
+/// their imports, and the `POOL_PER_WORKER` switch), in the timeout layer, in the main
+/// attribute, and in the line printing the cross-worker wake-ups at exit: these are the lines
+/// it has that the port lacks, doc comments aside.
+#[test]
+fn the_native_form_differs_in_its_clients_only() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/apps");
+    let port = std::fs::read_to_string(format!("{dir}/service.rs")).unwrap();
+    let native = std::fs::read_to_string(format!("{dir}/service_native.rs")).unwrap();
+    let code = |s: &str| -> Vec<String> {
+        s.lines()
+            .map(str::trim)
+            .filter(|l| !l.starts_with("//"))
+            .map(String::from)
+            .collect()
+    };
+    let port_lines = code(&port);
+    let added: Vec<String> = code(&native)
+        .into_iter()
+        .filter(|l| !port_lines.contains(l))
+        .collect();
+    assert_eq!(
+        added,
+        [
+            "use weir::pool::PoolError;",
+            "use weir::postgres::{ConnectError, Manager, Pool};",
+            "use weir::compat::TimeoutLayer;",
+            "use weir::compat::{HttpConnector, WeirExecutor};",
+            "impl From<PoolError<ConnectError>> for Failure {",
+            "fn from(e: PoolError<ConnectError>) -> Self {",
+            "client: weir::redis::Client,",
+            "self.client.connection().get(key).await",
+            "self.client.connection().set_ex(key, value, self.ttl).await",
+            "let per_worker = env_or(\"POOL_PER_WORKER\", true);",
+            "let pool = Pool::builder(Manager::new(pg, tokio_postgres::NoTls))",
+            ".per_worker(per_worker)",
+            ".connect_timeout(Some(Duration::from_secs(2)))",
+            "let redis_config = weir::redis::Config::new()",
+            ".connect_timeout(Some(REDIS_WAIT))",
+            ".response_timeout(Some(REDIS_WAIT));",
+            "client: if per_worker {",
+            "weir::redis::Client::with_config(redis_url, redis_config)",
+            "weir::redis::Client::single(redis_url, redis_config)",
+            ".expect(\"REDIS_URL\"),",
+            "let http = Client::builder(WeirExecutor).build(connector);",
+            "#[weir::main]",
+            "let m = weir::runtime::Handle::current().metrics();",
+            "let cross: u64 = m.workers().iter().map(|w| w.cross_worker_wakes).sum();",
+            "println!(\"cross-worker wake-ups: {cross}\");",
+        ]
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Routes
 
@@ -392,6 +447,11 @@ fn routes_on_tokio() {
     routes("service_tokio");
 }
 
+#[test]
+fn routes_on_weir_native() {
+    routes("service_native");
+}
+
 // ---------------------------------------------------------------------------------------------
 // PostgreSQL goes away mid-run, then comes back
 
@@ -447,6 +507,11 @@ fn postgres_outage_on_tokio() {
     postgres_outage("service_tokio");
 }
 
+#[test]
+fn postgres_outage_on_weir_native() {
+    postgres_outage("service_native");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Redis restarts
 
@@ -491,6 +556,11 @@ fn redis_restart_on_weir() {
 #[test]
 fn redis_restart_on_tokio() {
     redis_restart("service_tokio");
+}
+
+#[test]
+fn redis_restart_on_weir_native() {
+    redis_restart("service_native");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -540,6 +610,11 @@ fn pool_exhausted_on_weir() {
 #[test]
 fn pool_exhausted_on_tokio() {
     pool_exhausted("service_tokio");
+}
+
+#[test]
+fn pool_exhausted_on_weir_native() {
+    pool_exhausted("service_native");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -592,4 +667,9 @@ fn sigterm_with_queries_in_flight_on_weir() {
 #[test]
 fn sigterm_with_queries_in_flight_on_tokio() {
     sigterm_in_flight("service_tokio");
+}
+
+#[test]
+fn sigterm_with_queries_in_flight_on_weir_native() {
+    sigterm_in_flight("service_native");
 }
