@@ -42,7 +42,7 @@ use measuring::{Measured, add_costs, measure, start_server_on};
 use wrk::{WrkResult, have_wrk, run_wrk};
 
 /// All scenarios, in run order.
-const SCENARIOS: [&str; 10] = [
+const SCENARIOS: [&str; 11] = [
     "echo",
     "pingpong",
     "medium-load",
@@ -52,11 +52,12 @@ const SCENARIOS: [&str; 10] = [
     "timers",
     "idle",
     "service",
+    "service-2w",
     "instructions",
 ];
 
 const USAGE: &str = "usage: weir-bench [SCENARIO…] [--quick] [--out DIR] [--rounds N] [--rate REQ_PER_S] [--no-napi] [--contenders NAME,…]
-scenarios: echo pingpong medium-load pinned http pipes timers idle service instructions (default: all)";
+scenarios: echo pingpong medium-load pinned http pipes timers idle service service-2w instructions (default: all)";
 
 /// Command-line options.
 #[derive(Debug)]
@@ -539,6 +540,7 @@ pub(crate) fn main(args: &[String]) -> ! {
             "timers" => timers::timers(&mut ctx),
             "idle" => idle::idle(&mut ctx),
             "service" => service::service(&mut ctx),
+            "service-2w" => service::service_2w(&mut ctx),
             "instructions" => instructions::instructions(&mut ctx),
             _ => unreachable!("parse() accepts only known scenarios"),
         };

@@ -47,6 +47,11 @@ const WEIR: Contender = c(
     "apps/service.rs: #[weir::main(tokio_compat = true)], 1 worker running its own tokio runtime",
     &["service"],
 );
+const WEIR_NATIVE: Contender = c(
+    "weir-native",
+    "apps/service_native.rs: #[weir::main], weir's own PostgreSQL pool and Redis client (kept per worker), no tokio runtime",
+    &["service_native"],
+);
 const WEIR_MWA: Contender = c(
     "weir-mwa",
     "the same binary with WEIR_MIN_WAIT=adaptive:500us (an adaptive min_wait window of at most 500 µs)",
@@ -58,42 +63,111 @@ const TOKIO: Contender = c(
     &["service_tokio"],
 );
 
+const NATIVE_GLOBAL: Contender = c(
+    "weir-native-global",
+    "the same binary with POOL_PER_WORKER=false: one pool list and one Redis connection for both workers",
+    &["service_native", "POOL_PER_WORKER=false"],
+);
+const TOKIO_2W: Contender = c(
+    "tokio",
+    "apps/tokio/service.rs: #[tokio::main], 2 worker threads",
+    &["service_tokio", "TOKIO_WORKER_THREADS=2"],
+);
+
+/// Where the service, the datastores and the load run.
+#[derive(Clone, Copy)]
+struct Layout {
+    /// The CPU of the service (one worker), of the datastores and the load; `None`: all
+    /// unpinned, the service with a worker per CPU.
+    pins: Option<(usize, usize)>,
+}
+
+const PINNED: Layout = Layout {
+    pins: Some((SERVICE_CPU, STORES_CPU)),
+};
+const UNPINNED: Layout = Layout { pins: None };
+
 pub(super) fn service(ctx: &mut Ctx) -> ScenarioResult {
-    let t = ctx.timing(1000, 5000);
-    let contenders = [WEIR, WEIR_MWA, TOKIO];
-    let mut sc = scenario(
+    let contenders = [WEIR, WEIR_NATIVE, WEIR_MWA, TOKIO];
+    let sc = scenario(
         "service",
         "service — axum + PostgreSQL + Redis, weir vs tokio, service pinned to one CPU",
-        "The database-and-cache service in its weir and tokio forms (the same source but for its \
-         runtime lines), pinned to CPU 0 with PostgreSQL, Redis and the load generator on CPU 1. \
-         32 keep-alive connections, each sending one request every 4 ms (paced, equal for both), \
+        "The database-and-cache service in its weir forms (the port: the tokio source but for its \
+         runtime lines; native: weir's own clients) and its tokio form, pinned to CPU 0 with \
+         PostgreSQL, Redis and the load generator on CPU 1. \
+         32 keep-alive connections, each sending one request every 4 ms (paced, equal for all), \
          random ids. /user/{id} is answered from Redis (every key filled beforehand); /db/{id} \
-         is a SELECT through the deadpool pool of 8. CPU and context switches are the service \
+         is a SELECT through the pool of 8. CPU and context switches are the service \
          process's, from /proc; latency runs from a request's send to its answer.",
-        serde_json::json!({
-            "conns": CONNS,
-            "period_ms": PERIOD.as_millis() as u64,
-            "offered_req_per_s": CONNS as f64 / PERIOD.as_secs_f64(),
-            "ids": SEED_USERS,
-            "service_cpu": SERVICE_CPU,
-            "stores_and_load_cpu": STORES_CPU,
-            "warmup_ms": t.warmup.as_millis() as u64,
-            "measure_ms": t.measure.as_millis() as u64,
-        }),
+        params(ctx),
         &contenders,
         &[USER, DB],
-        vec![
-            metric("cpu_us_per_req", "CPU/req", "µs", false),
-            metric("user_us_per_req", "user", "µs", false),
-            metric("sys_us_per_req", "kernel", "µs", false),
-            metric("ctx_per_req", "ctx sw/req", "", false),
-            metric("p50_us", "p50", "µs", false),
-            metric("p99_us", "p99", "µs", false),
-            metric("req_per_s", "requests/s", "", true),
-            metric("hit_pct", "cache hits", "%", true),
-            metric("errors", "errors", "", false),
-        ],
+        metrics(),
     );
+    run(ctx, sc, &contenders, PINNED)
+}
+
+/// `service-2w`: the same service with two workers, nothing pinned: per-worker pools against
+/// one global pool, and tokio's multi-thread runtime.
+pub(super) fn service_2w(ctx: &mut Ctx) -> ScenarioResult {
+    let contenders = [WEIR_NATIVE, NATIVE_GLOBAL, TOKIO_2W];
+    let mut m = metrics();
+    m.insert(
+        4,
+        metric("cross_per_req", "cross-worker wakes/req", "", false),
+    );
+    let sc = scenario(
+        "service-2w",
+        "service-2w — the service on 2 workers: pools per worker vs one global pool vs tokio",
+        "The database-and-cache service with two workers (tokio: two worker threads), nothing \
+         pinned: the service, PostgreSQL, Redis and the load share both CPUs. weir-native keeps \
+         PostgreSQL connections per worker and one Redis connection per worker; \
+         weir-native-global has one list and one Redis connection for both workers. Load as in \
+         `service`. Cross-worker wake-ups are the runtime's count over the service's life \
+         (warm-up included) per answered request.",
+        params(ctx),
+        &contenders,
+        &[USER, DB],
+        m,
+    );
+    run(ctx, sc, &contenders, UNPINNED)
+}
+
+fn params(ctx: &Ctx) -> serde_json::Value {
+    let t = ctx.timing(1000, 5000);
+    serde_json::json!({
+        "conns": CONNS,
+        "period_ms": PERIOD.as_millis() as u64,
+        "offered_req_per_s": CONNS as f64 / PERIOD.as_secs_f64(),
+        "ids": SEED_USERS,
+        "service_cpu": SERVICE_CPU,
+        "stores_and_load_cpu": STORES_CPU,
+        "warmup_ms": t.warmup.as_millis() as u64,
+        "measure_ms": t.measure.as_millis() as u64,
+    })
+}
+
+fn metrics() -> Vec<crate::model::MetricSpec> {
+    vec![
+        metric("cpu_us_per_req", "CPU/req", "µs", false),
+        metric("user_us_per_req", "user", "µs", false),
+        metric("sys_us_per_req", "kernel", "µs", false),
+        metric("ctx_per_req", "ctx sw/req", "", false),
+        metric("p50_us", "p50", "µs", false),
+        metric("p99_us", "p99", "µs", false),
+        metric("req_per_s", "requests/s", "", true),
+        metric("hit_pct", "cache hits", "%", true),
+        metric("errors", "errors", "", false),
+    ]
+}
+
+fn run(
+    ctx: &mut Ctx,
+    mut sc: ScenarioResult,
+    contenders: &[Contender],
+    layout: Layout,
+) -> ScenarioResult {
+    let t = ctx.timing(1000, 5000);
     sc.baseline = "tokio".into();
     let skip = |sc: &mut ScenarioResult, why: String| {
         eprintln!("  service: skipped: {why}");
@@ -108,9 +182,10 @@ pub(super) fn service(ctx: &mut Ctx) -> ScenarioResult {
     }
     // The servers inherit this thread's CPU mask: start them pinned to their CPU.
     let stores = {
-        let _pin = match ThreadCpus::pin(STORES_CPU) {
-            Ok(p) => p,
-            Err(e) => {
+        let _pin = match layout.pins.map(|(_, stores)| ThreadCpus::pin(stores)) {
+            None => None,
+            Some(Ok(p)) => Some(p),
+            Some(Err(e)) => {
                 skip(&mut sc, format!("cannot pin to CPU {STORES_CPU}: {e}"));
                 return sc;
             }
@@ -142,15 +217,15 @@ pub(super) fn service(ctx: &mut Ctx) -> ScenarioResult {
         ctx.errors.push(format!("service: filling redis: {e}"));
         return sc;
     }
-    run_rounds(ctx, &mut sc, &[USER, DB], &contenders, |case, cont| {
+    run_rounds(ctx, &mut sc, &[USER, DB], contenders, |case, cont| {
         let route = if case == USER { "/user/" } else { "/db/" };
-        one_round(&bins, cont, &stores, route, &t)
+        one_round(&bins, cont, &stores, route, &t, layout)
     });
-    per_thread_notes(&mut sc, &contenders);
+    per_thread_notes(&mut sc, contenders);
     for metric in ["cpu_us_per_req", "p99_us"] {
         sc.plots.push(PlotSpec::Bars {
             metric: metric.into(),
-            file: format!("service-{}.svg", metric.replace('_', "-")),
+            file: format!("{}-{}.svg", sc.name, metric.replace('_', "-")),
         });
     }
     sc
@@ -160,11 +235,20 @@ pub(super) fn service(ctx: &mut Ctx) -> ScenarioResult {
 fn build_services() -> io::Result<PathBuf> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    eprintln!("  service: cargo build --release -p weir-tests --bin service --bin service_tokio");
+    eprintln!(
+        "  service: cargo build --release -p weir-tests --bin service --bin service_native --bin service_tokio"
+    );
     let status = Command::new(cargo)
         .current_dir(&root)
         .args(["build", "--release", "--quiet", "-p", "weir-tests"])
-        .args(["--bin", "service", "--bin", "service_tokio"])
+        .args([
+            "--bin",
+            "service",
+            "--bin",
+            "service_native",
+            "--bin",
+            "service_tokio",
+        ])
         .status()?;
     if !status.success() {
         return Err(io::Error::other(format!("cargo build: {status}")));
@@ -174,7 +258,7 @@ fn build_services() -> io::Result<PathBuf> {
     let dir = exe
         .parent()
         .ok_or_else(|| io::Error::other("no directory"))?;
-    for b in ["service", "service_tokio"] {
+    for b in ["service", "service_native", "service_tokio"] {
         if !dir.join(b).is_file() {
             return Err(io::Error::other(format!(
                 "{} missing",
@@ -215,19 +299,27 @@ fn fill_cache(port: u16) -> io::Result<()> {
     Ok(())
 }
 
-/// The service's child process, pinned to [`SERVICE_CPU`].
+/// The service's child process.
 struct ServiceProc {
     child: Child,
     addr: SocketAddr,
+    /// The cross-worker wake-ups it printed on exit (weir's native form).
+    cross: mpsc::Receiver<u64>,
 }
 
 impl ServiceProc {
-    fn start(bin: PathBuf, stores: &Datastores, env: &[(&str, &str)]) -> io::Result<ServiceProc> {
+    /// Starts `bin`, pinned to `pin` if given.
+    fn start(
+        bin: PathBuf,
+        stores: &Datastores,
+        env: &[(&str, &str)],
+        pin: Option<usize>,
+    ) -> io::Result<ServiceProc> {
         let mut cmd = Command::new(bin);
+        cmd.env("TOKIO_WORKER_THREADS", "1");
         cmd.envs(env.iter().copied());
         cmd.env("ADDR", "127.0.0.1:0")
             .env("CACHE_TTL_S", "86400")
-            .env("TOKIO_WORKER_THREADS", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
@@ -236,9 +328,10 @@ impl ServiceProc {
         }
         // SAFETY: sched_setaffinity is async-signal-safe; the set lives on the stack.
         unsafe {
-            cmd.pre_exec(|| {
+            cmd.pre_exec(move || {
+                let Some(cpu) = pin else { return Ok(()) };
                 let mut set: libc::cpu_set_t = std::mem::zeroed();
-                libc::CPU_SET(SERVICE_CPU, &mut set);
+                libc::CPU_SET(cpu, &mut set);
                 if libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) != 0 {
                     return Err(io::Error::last_os_error());
                 }
@@ -248,16 +341,20 @@ impl ServiceProc {
         let mut child = cmd.spawn()?;
         let stdout = child.stdout.take().expect("piped");
         let (tx, rx) = mpsc::channel();
+        let (cross_tx, cross) = mpsc::channel();
         thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
                 if let Some(a) = line.strip_prefix("listening on ") {
                     let _ = tx.send(a.to_string());
+                } else if let Some(n) = line.strip_prefix("cross-worker wake-ups: ") {
+                    let _ = n.parse().map(|n| cross_tx.send(n));
                 }
             }
         });
         let mut svc = ServiceProc {
             child,
             addr: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+            cross,
         };
         let line = rx
             .recv_timeout(Duration::from_secs(30))
@@ -270,8 +367,9 @@ impl ServiceProc {
         self.child.id()
     }
 
-    /// SIGTERM, then waits for a graceful exit (bounded; killed after that).
-    fn stop(mut self) -> io::Result<()> {
+    /// SIGTERM, then waits for a graceful exit (bounded; killed after that). Returns the
+    /// cross-worker wake-ups the service printed, if it did.
+    fn stop(mut self) -> io::Result<Option<u64>> {
         let pid = libc::pid_t::try_from(self.child.id()).map_err(io::Error::other)?;
         // SAFETY: kill takes no pointers; `pid` is our unreaped child.
         unsafe { libc::kill(pid, libc::SIGTERM) };
@@ -279,7 +377,7 @@ impl ServiceProc {
         while Instant::now() < deadline {
             if let Some(status) = self.child.try_wait()? {
                 return if status.success() {
-                    Ok(())
+                    Ok(self.cross.recv_timeout(Duration::from_secs(1)).ok())
                 } else {
                     Err(io::Error::other(format!(
                         "the service exited with {status}"
@@ -322,6 +420,8 @@ fn threads(pid: u32) -> BTreeMap<String, (String, u64)> {
 #[derive(Default)]
 struct Seen {
     latencies_us: Vec<f64>,
+    /// Correct answers over the whole run, warm-up included.
+    all_ok: u64,
     ok: u64,
     hits: u64,
     errors: u64,
@@ -334,13 +434,20 @@ fn one_round(
     stores: &Datastores,
     route: &'static str,
     t: &super::Timing,
+    layout: Layout,
 ) -> io::Result<Measured> {
     // The binary, then KEY=VALUE settings of its environment.
     let env: Vec<(&str, &str)> = cont.args[1..]
         .iter()
         .filter_map(|kv| kv.split_once('='))
         .collect();
-    let svc = ServiceProc::start(bins.join(cont.args[0]), stores, &env)?;
+    let svc = ServiceProc::start(
+        bins.join(cont.args[0]),
+        stores,
+        &env,
+        layout.pins.map(|(svc, _)| svc),
+    )?;
+    let load_cpu = layout.pins.map(|(_, load)| load);
     let addr = svc.addr;
     let stop = Arc::new(AtomicBool::new(false));
     let t0 = Instant::now() + Duration::from_millis(20);
@@ -348,7 +455,7 @@ fn one_round(
     let conns: Vec<_> = (0..CONNS)
         .map(|i| {
             let stop = stop.clone();
-            thread::spawn(move || connection(i, addr, route, t0, window, &stop))
+            thread::spawn(move || connection(i, addr, route, t0, window, &stop, load_cpu))
         })
         .collect();
     sleep_until(window.0);
@@ -363,10 +470,11 @@ fn one_round(
             .map_err(|_| io::Error::other("a load thread panicked"))??;
         seen.latencies_us.extend(s.latencies_us);
         seen.ok += s.ok;
+        seen.all_ok += s.all_ok;
         seen.hits += s.hits;
         seen.errors += s.errors;
     }
-    svc.stop()?;
+    let cross = svc.stop()?;
 
     let d = s0.delta(&s1);
     let n = seen.ok.max(1) as f64;
@@ -390,6 +498,10 @@ fn one_round(
     m.metrics
         .insert("req_per_s".into(), seen.ok as f64 / d.secs);
     m.metrics.insert("errors".into(), seen.errors as f64);
+    if let Some(c) = cross {
+        m.metrics
+            .insert("cross_per_req".into(), c as f64 / seen.all_ok.max(1) as f64);
+    }
     m.metrics.insert(
         "hit_pct".into(),
         if route == "/user/" {
@@ -436,8 +548,11 @@ fn connection(
     t0: Instant,
     window: (Instant, Instant),
     stop: &AtomicBool,
+    cpu: Option<usize>,
 ) -> io::Result<Seen> {
-    weir::runtime::pin_thread_to_cpu(STORES_CPU)?;
+    if let Some(cpu) = cpu {
+        weir::runtime::pin_thread_to_cpu(cpu)?;
+    }
     let mut s = TcpStream::connect(addr)?;
     s.set_nodelay(true)?;
     s.set_read_timeout(Some(Duration::from_secs(30)))?;
@@ -457,6 +572,9 @@ fn connection(
         s.write_all(req.as_bytes())?;
         let (status, hit, body) = read_response(&mut s, &mut buf)?;
         let done = Instant::now();
+        if status == 200 {
+            seen.all_ok += 1;
+        }
         if sent >= window.0 && sent < window.1 {
             if status == 200 && body.contains(&format!(r#""id":{id},"#)) {
                 seen.ok += 1;
