@@ -313,6 +313,7 @@ async fn main() -> std::io::Result<()> {
     let m = weir::runtime::Handle::current().metrics();
     let cross: u64 = m.workers().iter().map(|w| w.cross_worker_wakes).sum();
     println!("cross-worker wake-ups: {cross}");
+    eprintln!("runtime metrics: {:?}", m.workers());
     println!("bye");
     Ok(())
 }

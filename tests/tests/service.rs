@@ -316,10 +316,10 @@ fn the_native_form_differs_in_its_clients_only() {
     assert_eq!(
         added,
         [
-            "use weir::pool::PoolError;",
-            "use weir::postgres::{ConnectError, Manager, Pool};",
             "use weir::compat::TimeoutLayer;",
             "use weir::compat::{HttpConnector, WeirExecutor};",
+            "use weir::pool::PoolError;",
+            "use weir::postgres::{ConnectError, Manager, Pool};",
             "impl From<PoolError<ConnectError>> for Failure {",
             "fn from(e: PoolError<ConnectError>) -> Self {",
             "client: weir::redis::Client,",
@@ -341,6 +341,7 @@ fn the_native_form_differs_in_its_clients_only() {
             "let m = weir::runtime::Handle::current().metrics();",
             "let cross: u64 = m.workers().iter().map(|w| w.cross_worker_wakes).sum();",
             "println!(\"cross-worker wake-ups: {cross}\");",
+            "eprintln!(\"runtime metrics: {:?}\", m.workers());",
         ]
     );
 }
