@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Instructions per request of the database-and-cache service, weir form against tokio form,
+# Instructions per request of the database-and-cache service, its weir forms (the port and the
+# native form; FORMS="…" picks binaries) against the tokio form,
 # counted with callgrind (deterministic, unlike CPU time on a shared VM).
 #
-#   cargo build --release -p weir-datastores -p weir-tests --bin service --bin service_tokio
+#   cargo build --release -p weir-datastores -p weir-tests --bin service --bin service_native --bin service_tokio
 #   scripts/service-instructions.sh OUTDIR [N]
 #
 # Starts private PostgreSQL and Redis servers (`weir-datastores up`), then runs each form under
@@ -29,7 +30,7 @@ DATABASE_URL=$(sed -n 's/^POSTGRES_URL=//p' "$out/stores.log")
 REDIS_URL=$(sed -n 's/^REDIS_URL=//p' "$out/stores.log")
 export DATABASE_URL REDIS_URL
 port=3900
-for form in service service_tokio; do
+for form in ${FORMS:-service service_native service_tokio}; do
   port=$((port + 1))
   ADDR=127.0.0.1:$port taskset -c 0 valgrind --tool=callgrind \
     --callgrind-out-file="$out/$form.cg" "$rel/$form" >"$out/$form.log" 2>&1 &

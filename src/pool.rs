@@ -19,10 +19,16 @@
 //! [`PoolBuilder::wait_timeout`], and then fails with [`PoolError::Timeout`].
 //!
 //! A returned connection goes back to the list of the worker that opened it, whichever worker
-//! returns it. If the task holding a connection is stolen by another worker, nothing moves: the
-//! connection's socket stays on its worker's reactor, so its replies wake that worker, and the
-//! task, woken there, runs there again. Steals therefore cost one migration, not a lasting
-//! cross-core chain.
+//! returns it. The clients of this crate spawn a connection's driver task pinned to that worker
+//! ([`postgres`](crate::postgres), [`redis`](crate::redis)), so the driver is never stolen. If
+//! the task holding a connection is stolen by another worker, nothing else moves: the
+//! connection's socket stays on its worker's reactor, its replies wake its driver there, and the
+//! driver wakes the task on that worker, where it runs again. A steal therefore costs a few
+//! cross-worker wake-ups ([`WorkerStats::cross_worker_wakes`](crate::runtime::WorkerStats)),
+//! not a lasting cross-core chain. Serve with a
+//! [`ShardedListener`](crate::net::ShardedListener), so that each worker accepts and serves
+//! connections of its own; with one `TcpListener`, every accepted socket is on the accepting
+//! worker's reactor and the other workers work only by stealing.
 //!
 //! What a connection is, how it is opened and checked, is a [`Manage`] implementation: see
 //! [`postgres::Manager`](crate::postgres::Manager) (feature `postgres`). Timeouts run on
@@ -352,6 +358,27 @@ impl<M: Manage> Inner<M> {
                 self.size.fetch_sub(1, Ordering::AcqRel);
                 Err(e)
             }
+        }
+    }
+}
+
+/// Spawns a connection's driver task pinned to the worker running the caller (where the
+/// connection's socket was just registered), or as [`weir::spawn`](crate::spawn) does off the
+/// workers. Pinned, the driver is never stolen: it runs where its socket's readiness arrives,
+/// so the tasks it wakes are woken on that worker.
+pub(crate) fn spawn_driver<F>(driver: F)
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    match (
+        crate::runtime::Handle::try_current(),
+        crate::runtime::worker_index(),
+    ) {
+        (Ok(h), Some(w)) if w < h.num_workers() => {
+            h.spawn_on(w, driver);
+        }
+        _ => {
+            crate::spawn(driver);
         }
     }
 }

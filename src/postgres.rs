@@ -401,7 +401,7 @@ where
 
     async fn connect(&self) -> Result<Client, ConnectError> {
         let (client, conn) = connect(&self.config, self.tls.clone()).await?;
-        crate::spawn(async move {
+        pool::spawn_driver(async move {
             if let Err(e) = conn.await {
                 tracing::debug!(error = %e, "PostgreSQL connection ended");
             }

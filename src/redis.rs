@@ -144,7 +144,7 @@ async fn open_untimed(
             )));
         }
     };
-    crate::spawn(async move {
+    crate::pool::spawn_driver(async move {
         driver.await;
         alive.store(false, Ordering::Release);
     });

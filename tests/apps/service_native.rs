@@ -7,7 +7,9 @@
 //! `apps/service.rs` (the tokio port, binary `service`), with weir's own clients and no tokio
 //! runtime. It differs from the port in the lines that build the pools and connections — the
 //! PostgreSQL pool, the Redis client, the HTTP client's connector — their imports, the timeout
-//! layer, and the main attribute; `tests/service.rs` checks that nothing else differs.
+//! layer, the main attribute, and the listener: a `ShardedListener` with one accept loop per
+//! worker, so that each worker serves the connections it accepted, with the database and cache
+//! connections it opened. `tests/service.rs` checks that nothing else differs.
 //!
 //! Routes:
 //! - `GET /health`: `ok`.
@@ -305,8 +307,8 @@ fn nodelay(tcp: &mut tokio::net::TcpStream) {
 #[weir::main]
 async fn main() -> std::io::Result<()> {
     let addr = std::env::var("ADDR").unwrap_or_else(|_| "127.0.0.1:3000".into());
-    let listener = weir::net::TcpListener::bind(addr).await?;
-    println!("listening on {}", listener.local_addr()?);
+    let listener = weir::net::ShardedListener::bind(addr).await?;
+    println!("listening on {}", listener.local_addr());
     weir::serve(listener, app())
         .with_graceful_shutdown(shutdown())
         .await?;

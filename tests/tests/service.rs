@@ -294,8 +294,8 @@ fn the_two_forms_differ_in_runtime_lines_only() {
 
 /// The native form differs from the port only where it builds its pools and connections (and
 /// their imports, and the `POOL_PER_WORKER` switch), in the timeout layer, in the main
-/// attribute, and in the line printing the cross-worker wake-ups at exit: these are the lines
-/// it has that the port lacks, doc comments aside.
+/// attribute, in its listener (sharded), and in the lines printing the runtime's counters at
+/// exit: these are the lines it has that the port lacks, doc comments aside.
 #[test]
 fn the_native_form_differs_in_its_clients_only() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/apps");
@@ -338,6 +338,8 @@ fn the_native_form_differs_in_its_clients_only() {
             ".expect(\"REDIS_URL\"),",
             "let http = Client::builder(WeirExecutor).build(connector);",
             "#[weir::main]",
+            "let listener = weir::net::ShardedListener::bind(addr).await?;",
+            "println!(\"listening on {}\", listener.local_addr());",
             "let m = weir::runtime::Handle::current().metrics();",
             "let cross: u64 = m.workers().iter().map(|w| w.cross_worker_wakes).sum();",
             "println!(\"cross-worker wake-ups: {cross}\");",
