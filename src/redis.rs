@@ -268,7 +268,8 @@ impl Connection {
 
 impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        Box::pin(self.run(move |mut c| async move { c.req_packed_command(cmd).await }))
+        // The inherent method, not the trait's: one boxed future per command, not two.
+        Box::pin(self.run(move |mut c| async move { c.send_packed_command(cmd).await }))
     }
 
     fn req_packed_commands<'a>(
@@ -278,7 +279,7 @@ impl ConnectionLike for Connection {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(
-            self.run(move |mut c| async move { c.req_packed_commands(cmd, offset, count).await }),
+            self.run(move |mut c| async move { c.send_packed_commands(cmd, offset, count).await }),
         )
     }
 
