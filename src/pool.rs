@@ -340,25 +340,88 @@ impl<M: Manage> Inner<M> {
         }
         Some(conn)
     }
+}
 
-    async fn open(&self) -> Result<M::Connection, PoolError<M::Error>> {
-        let r = match self.connect_timeout {
-            Some(t) => match crate::time::timeout(t, self.manager.connect()).await {
-                Ok(r) => r.map_err(PoolError::Connect),
-                Err(_) => Err(PoolError::ConnectTimeout(t)),
-            },
-            None => self.manager.connect().await.map_err(PoolError::Connect),
-        };
-        match r {
-            Ok(c) => {
-                self.opened.fetch_add(1, Ordering::Relaxed);
-                Ok(c)
-            }
-            Err(e) => {
-                self.size.fetch_sub(1, Ordering::AcqRel);
-                Err(e)
-            }
+/// Room reserved for a connection being opened; given back when dropped unless kept.
+struct Reservation<M: Manage>(Option<Arc<Inner<M>>>);
+
+impl<M: Manage> Drop for Reservation<M> {
+    fn drop(&mut self) {
+        if let Some(inner) = self.0.take() {
+            inner.size.fetch_sub(1, Ordering::AcqRel);
         }
+    }
+}
+
+/// A connection just opened for a checkout. If the checkout went away meanwhile (its future
+/// was dropped), dropping this puts the connection on its worker's idle list.
+struct Opened<M: Manage> {
+    inner: Arc<Inner<M>>,
+    home: usize,
+    conn: Option<M::Connection>,
+}
+
+impl<M: Manage> Opened<M> {
+    fn take(mut self) -> M::Connection {
+        self.conn.take().expect("taken once")
+    }
+}
+
+impl<M: Manage> Drop for Opened<M> {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            if self.inner.permits.is_closed() {
+                self.inner.discard();
+                return;
+            }
+            self.inner.shards[self.home].lock().push(Idle {
+                conn,
+                since: Instant::now(),
+            });
+        }
+    }
+}
+
+/// Opens a connection for list `home`, within room already reserved (given back on failure
+/// or cancellation).
+async fn open<M: Manage>(
+    inner: Arc<Inner<M>>,
+    home: usize,
+) -> Result<Opened<M>, PoolError<M::Error>> {
+    let reservation = Reservation(Some(inner.clone()));
+    let r = match inner.connect_timeout {
+        Some(t) => match crate::time::timeout(t, inner.manager.connect()).await {
+            Ok(r) => r.map_err(PoolError::Connect),
+            Err(_) => Err(PoolError::ConnectTimeout(t)),
+        },
+        None => inner.manager.connect().await.map_err(PoolError::Connect),
+    };
+    let conn = r?;
+    std::mem::forget(reservation);
+    inner.opened.fetch_add(1, Ordering::Relaxed);
+    Ok(Opened {
+        inner,
+        home,
+        conn: Some(conn),
+    })
+}
+
+/// Runs `fut` on worker `worker` of the current runtime (pinned, so it cannot move while it
+/// runs), or here when `worker` is `None` or no such worker exists. `None` if the runtime shut
+/// down before it finished; a panic in `fut` is resumed here.
+pub(crate) async fn on_worker<F>(worker: Option<usize>, fut: F) -> Option<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let handle = crate::runtime::Handle::try_current();
+    match (handle, worker) {
+        (Ok(h), Some(w)) if w < h.num_workers() => match h.spawn_on(w, fut).await {
+            Ok(v) => Some(v),
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => None,
+        },
+        _ => Some(fut.await),
     }
 }
 
@@ -433,8 +496,14 @@ impl<M: Manage> Pool<M> {
                 continue;
             }
             if inner.reserve() {
-                let conn = inner.open().await?;
-                return Ok(self.pooled(conn, here, permit));
+                // Opened by a task pinned to this worker: the socket must be registered with
+                // this worker's reactor and its driver pinned here, even if this task is stolen
+                // while the connection is being made.
+                let worker = (here + 1 < inner.shards.len()).then_some(here);
+                let opened = on_worker(worker, open(self.inner.clone(), here))
+                    .await
+                    .ok_or(PoolError::Closed)??;
+                return Ok(self.pooled(opened.take(), here, permit));
             }
             // Full, and nothing idle here: another worker's idle connection. One exists, as
             // the permits count: every other holder has at most one connection, so with the

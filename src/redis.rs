@@ -161,6 +161,8 @@ struct Shared {
     info: ConnectionInfo,
     config: Config,
     live: Mutex<Option<Live>>,
+    /// The worker whose connection this is (`None`: any).
+    worker: Option<usize>,
     /// Held while connecting, so that a burst of commands after an outage opens one
     /// connection, not one each.
     connecting: tokio::sync::Mutex<()>,
@@ -184,7 +186,19 @@ impl Shared {
             return Ok(c);
         }
         let alive = Arc::new(AtomicBool::new(true));
-        let conn = open(&self.info, &self.config, alive.clone()).await?;
+        // A connection of worker w is opened by a task pinned to w, so that its socket and
+        // driver are w's even if the caller is stolen while it connects.
+        let (info, config, a) = (self.info.clone(), self.config.clone(), alive.clone());
+        let conn = crate::pool::on_worker(
+            self.worker.or_else(crate::runtime::worker_index),
+            async move { open(&info, &config, a).await },
+        )
+        .await
+        .ok_or_else(|| {
+            RedisError::from(io::Error::other(
+                "redis: the runtime shut down while connecting",
+            ))
+        })??;
         self.connects.fetch_add(1, Ordering::Relaxed);
         *self.live.lock() = Some(Live {
             conn: conn.clone(),
@@ -227,17 +241,18 @@ impl Connection {
         info: impl IntoConnectionInfo,
         config: Config,
     ) -> RedisResult<Connection> {
-        let c = Self::lazy(info.into_connection_info()?, config);
+        let c = Self::lazy(info.into_connection_info()?, config, None);
         c.shared.get().await?;
         Ok(c)
     }
 
     /// A connection that connects on its first command.
-    fn lazy(info: ConnectionInfo, config: Config) -> Connection {
+    fn lazy(info: ConnectionInfo, config: Config, worker: Option<usize>) -> Connection {
         Connection {
             shared: Arc::new(Shared {
                 info,
                 config,
+                worker,
                 live: Mutex::new(None),
                 connecting: tokio::sync::Mutex::new(()),
                 connects: AtomicU64::new(0),
@@ -324,7 +339,7 @@ impl Client {
         let info = info.into_connection_info()?;
         let workers = crate::runtime::Handle::try_current().map_or(1, |h| h.num_workers());
         let per_worker = (0..=workers)
-            .map(|_| Connection::lazy(info.clone(), config.clone()))
+            .map(|w| Connection::lazy(info.clone(), config.clone(), (w < workers).then_some(w)))
             .collect();
         Ok(Client { per_worker })
     }
@@ -337,7 +352,7 @@ impl Client {
     pub fn single(info: impl IntoConnectionInfo, config: Config) -> RedisResult<Client> {
         let info = info.into_connection_info()?;
         Ok(Client {
-            per_worker: Arc::new([Connection::lazy(info, config)]),
+            per_worker: Arc::new([Connection::lazy(info, config, None)]),
         })
     }
 

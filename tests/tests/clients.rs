@@ -133,6 +133,9 @@ struct Echo {
     addr: SocketAddr,
     refuse: AtomicBool,
     checks: AtomicUsize,
+    /// While set, a connect waits for `gate`.
+    slow: AtomicBool,
+    gate: tokio::sync::Notify,
 }
 
 impl Echo {
@@ -141,6 +144,8 @@ impl Echo {
             addr,
             refuse: AtomicBool::new(false),
             checks: AtomicUsize::new(0),
+            slow: AtomicBool::new(false),
+            gate: tokio::sync::Notify::new(),
         }
     }
 }
@@ -150,6 +155,9 @@ impl Manage for Echo {
     type Error = io::Error;
 
     async fn connect(&self) -> io::Result<Conn> {
+        if self.slow.load(Ordering::SeqCst) {
+            self.gate.notified().await;
+        }
         if self.refuse.load(Ordering::SeqCst) {
             return Err(io::Error::new(io::ErrorKind::ConnectionRefused, "refused"));
         }
@@ -316,6 +324,28 @@ fn a_failed_connect_frees_its_room() {
         let mut c = pool.get().await.expect("the server accepts again");
         ping(&mut c).await.unwrap();
     });
+}
+
+#[test]
+fn a_checkout_dropped_while_connecting_loses_nothing() {
+    let rt = runtime(2);
+    let pool = pool(1);
+    pool.manager().slow.store(true, Ordering::SeqCst);
+    rt.block_on(async {
+        // The checkout is dropped (its timeout fires) while its connection is being made.
+        let r = weir::time::timeout(Duration::from_millis(20), pool.get()).await;
+        assert!(r.is_err(), "the connect is held at the gate");
+        pool.manager().slow.store(false, Ordering::SeqCst);
+        pool.manager().gate.notify_one();
+        // The connection made for it is kept, and the room it took is not lost.
+        let mut c = weir::time::timeout(LIMIT, pool.get())
+            .await
+            .expect("a connection within the pool's size")
+            .unwrap();
+        ping(&mut c).await.unwrap();
+    });
+    let s = pool.stats();
+    assert_eq!((s.size, s.opened), (1, 1), "{s:?}");
 }
 
 #[test]
