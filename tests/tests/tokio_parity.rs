@@ -484,8 +484,16 @@ fn block_on_future_looping_on_a_tokio_channel_sees_its_timer() {
                 let rt = b.build().unwrap();
                 let rounds = rt.block_on(async {
                     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<u8>();
+                    // One round before the timer exists: on a loaded machine the 1 ms could
+                    // pass before the select's first poll, and the count would stay at zero.
+                    // (The sleep must stay the first branch: `select!` returns Pending without
+                    // polling any branch once the budget is spent, so a channel branch first
+                    // would never let the sleep be polled.) What is asserted is that the loop
+                    // ends.
+                    tx.send(1).unwrap();
+                    rx.recv().await.unwrap();
+                    let mut rounds = 1u64;
                     let mut sleep = pin!(weir::time::sleep(Duration::from_millis(1)));
-                    let mut rounds = 0u64;
                     loop {
                         tx.send(1).unwrap();
                         tokio::select! {
