@@ -379,6 +379,21 @@ impl Proxy {
     }
 }
 
+/// `true` for the statuses of a call that a connection's end failed: a transport error
+/// (Unavailable, or Unknown/Internal for an h2 error on the connection), or a call still queued
+/// on the connection when it closed, which hyper cancels ("connection closed") and tonic
+/// reports as Cancelled with the transport error as its source.
+fn ended_by_the_connection(status: &Status) -> bool {
+    use std::error::Error;
+    match status.code() {
+        tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Internal => true,
+        tonic::Code::Cancelled => status
+            .source()
+            .is_some_and(|e| e.is::<tonic::transport::Error>()),
+        _ => false,
+    }
+}
+
 #[test]
 fn a_peer_reset_mid_stream_is_an_error_and_the_channel_reconnects() {
     runtime().block_on(async {
@@ -402,27 +417,15 @@ fn a_peer_reset_mid_stream_is_an_error_and_the_channel_reconnects() {
         })
         .await
         .expect("the client learns of the reset");
-        assert!(
-            matches!(
-                err.code(),
-                tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Internal
-            ),
-            "{err:?}"
-        );
+        assert!(ended_by_the_connection(&err), "{err:?}");
         // The channel connects again on a later call.
         let reply = weir::time::timeout(LIMIT, async {
             loop {
                 match client.say("again").await {
                     Ok(r) => break r,
                     // A call may still meet the reset connection before the channel has seen
-                    // it end: hyper reports that as a transport error (Unavailable, or
-                    // Unknown/Internal for an h2 error on the connection).
-                    Err(s)
-                        if matches!(
-                            s.code(),
-                            tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Internal
-                        ) =>
-                    {
+                    // it end.
+                    Err(s) if ended_by_the_connection(&s) => {
                         weir::time::sleep(Duration::from_millis(10)).await
                     }
                     Err(s) => panic!("{s:?}"),
