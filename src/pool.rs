@@ -33,6 +33,11 @@
 //! What a connection is, how it is opened and checked, is a [`Manage`] implementation: see
 //! [`postgres::Manager`](crate::postgres::Manager) (feature `postgres`). Timeouts run on
 //! weir's timers; no tokio runtime is involved.
+//!
+//! One idea: the pool's accounting. Its room (how many connections exist or are being opened),
+//! the per-worker idle lists, and the guards that give room back when a checkout is dropped at
+//! any step are one state machine, kept in one file so that each path that takes room visibly
+//! returns it; the public types around it are thin.
 
 use std::fmt;
 use std::future::Future;
