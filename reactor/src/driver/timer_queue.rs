@@ -1,12 +1,20 @@
-//! The per-reactor timer queue: an indexed binary min-heap of deadlines over a slab of entries.
+//! The per-reactor timer queue: a binary min-heap of deadlines over a slab of entries.
 //!
 //! Deadlines are nanoseconds since a process-wide base instant, so the queue has nanosecond
-//! resolution. Insert, cancel and re-arm are O(log n): every entry knows its heap position, so a
-//! cancelled timer is taken out of the heap at once and its slot freed for reuse (no tombstone
-//! waits for its deadline). In steady state nothing is allocated: the heap and the slab keep their
-//! capacity. Expiry pops from the top. The queue sits behind the reactor's mutex so any thread can
-//! add or cancel a timer; only the owning worker expires them.
+//! resolution. Arming pushes onto the heap (O(log n), O(1) for a deadline no earlier than the
+//! others, the common case of a timeout armed "now + d"); the entry that holds the waker lives in
+//! a slab. Cancelling frees the slab entry at once, waker included, and leaves its heap item
+//! behind, dead: most timers (a request's timeout, a header-read timer) are cancelled long before
+//! they are due, and taking them out of the heap would cost a sift per cancel. A dead item is
+//! recognised by its generation and skipped when it reaches the top; when the dead outnumber
+//! the live by more than [`SLACK`], the heap is rebuilt from the live ones (linear, amortised
+//! over the cancels that made it due), so the heap never holds more than about twice the armed
+//! timers. In steady state nothing is allocated: the heap and the slab keep their capacity.
+//! Expiry pops from the top. The queue sits behind the reactor's mutex so any thread can add or
+//! cancel a timer; only the owning worker expires them.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::sync::OnceLock;
 use std::task::Waker;
 use std::time::{Duration, Instant};
@@ -23,23 +31,33 @@ pub(crate) struct TimerKey {
 
 struct Entry {
     waker: Waker,
-    /// Index of this entry in `heap`.
-    pos: usize,
     generation: u32,
 }
 
-#[derive(Clone, Copy)]
+/// A heap item: live while the slab holds an entry of the same generation in `slot`.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct HeapItem {
     deadline: u64,
     slot: u32,
+    generation: u32,
 }
+
+/// How many dead heap items beyond the live count trigger a rebuild.
+const SLACK: usize = 64;
 
 #[derive(Default)]
 pub(crate) struct TimerQueue {
-    /// Min-heap on `deadline`.
-    heap: Vec<HeapItem>,
+    /// Min-heap on `deadline`; holds live and dead items.
+    heap: BinaryHeap<Reverse<HeapItem>>,
     entries: Slab<Entry>,
     next_generation: u32,
+}
+
+/// `true` if `item` still has its entry (it was neither cancelled nor fired).
+fn is_live(entries: &Slab<Entry>, item: &HeapItem) -> bool {
+    entries
+        .get(item.slot as usize)
+        .is_some_and(|e| e.generation == item.generation)
 }
 
 impl TimerQueue {
@@ -47,16 +65,15 @@ impl TimerQueue {
     pub(crate) fn insert(&mut self, deadline: u64, waker: Waker) -> (TimerKey, bool) {
         let generation = self.next_generation;
         self.next_generation = self.next_generation.wrapping_add(1);
-        let pos = self.heap.len();
-        let slot = self.entries.insert(Entry {
-            waker,
-            pos,
-            generation,
-        });
+        let slot = self.entries.insert(Entry { waker, generation });
         let slot = u32::try_from(slot).expect("more than 2^32 armed timers on one reactor");
-        self.heap.push(HeapItem { deadline, slot });
-        let pos = self.sift_up(pos);
-        (TimerKey { slot, generation }, pos == 0)
+        let earliest = self.next_deadline().is_none_or(|d| deadline < d);
+        self.heap.push(Reverse(HeapItem {
+            deadline,
+            slot,
+            generation,
+        }));
+        (TimerKey { slot, generation }, earliest)
     }
 
     fn entry(&self, key: TimerKey) -> Option<&Entry> {
@@ -65,7 +82,8 @@ impl TimerQueue {
             .filter(|e| e.generation == key.generation)
     }
 
-    /// Replaces the waker of a still-armed timer; `false` if it already fired or was cancelled.
+    /// Replaces the waker of an armed timer (kept if it would wake the same task). `false` if
+    /// the timer fired or was cancelled.
     pub(crate) fn update(&mut self, key: TimerKey, waker: &Waker) -> bool {
         match self.entries.get_mut(key.slot as usize) {
             Some(e) if e.generation == key.generation => {
@@ -78,94 +96,60 @@ impl TimerQueue {
         }
     }
 
-    /// `true` while the timer is armed (it has neither fired nor been cancelled).
+    /// `true` while the timer is armed (neither fired nor cancelled).
     pub(crate) fn contains(&self, key: TimerKey) -> bool {
         self.entry(key).is_some()
     }
 
+    /// Cancels; returns the waker if the timer was still armed. Its heap item stays, dead,
+    /// until it reaches the top or the heap is rebuilt.
     pub(crate) fn remove(&mut self, key: TimerKey) -> Option<Waker> {
-        let pos = self.entry(key)?.pos;
-        Some(self.remove_at(pos))
+        self.entry(key)?;
+        let waker = self.entries.remove(key.slot as usize).waker;
+        if self.heap.len() > 2 * self.entries.len() + SLACK {
+            let entries = &self.entries;
+            self.heap.retain(|Reverse(item)| is_live(entries, item));
+        }
+        Some(waker)
     }
 
-    pub(crate) fn next_deadline(&self) -> Option<u64> {
-        self.heap.first().map(|i| i.deadline)
+    /// The earliest armed deadline (dead items on top are dropped on the way).
+    pub(crate) fn next_deadline(&mut self) -> Option<u64> {
+        while let Some(Reverse(top)) = self.heap.peek() {
+            if is_live(&self.entries, top) {
+                return Some(top.deadline);
+            }
+            self.heap.pop();
+        }
+        None
     }
 
-    /// Pops every timer due at `now` into `out`; returns how many.
+    /// Removes every timer due at `now` (deadline ≤ now), pushing their wakers to `out` in
+    /// deadline order; returns how many.
     pub(crate) fn expire(&mut self, now: u64, out: &mut Vec<Waker>) -> usize {
         let mut n = 0;
-        while self.heap.first().is_some_and(|i| i.deadline <= now) {
-            out.push(self.remove_at(0));
-            n += 1;
+        while let Some(&Reverse(top)) = self.heap.peek() {
+            if top.deadline > now {
+                break;
+            }
+            self.heap.pop();
+            if is_live(&self.entries, &top) {
+                out.push(self.entries.remove(top.slot as usize).waker);
+                n += 1;
+            }
         }
         n
     }
 
-    /// Drops every timer, handing their wakers to `out`.
+    /// Removes every timer, pushing their wakers to `out` (shutdown).
     pub(crate) fn drain(&mut self, out: &mut Vec<Waker>) {
         self.heap.clear();
         out.extend(self.entries.drain().map(|e| e.waker));
     }
 
+    /// Number of armed timers.
     pub(crate) fn len(&self) -> usize {
-        self.heap.len()
-    }
-
-    /// Removes the heap item at `pos` and its entry.
-    fn remove_at(&mut self, pos: usize) -> Waker {
-        let item = self.heap.swap_remove(pos);
-        if pos < self.heap.len() {
-            // The former last item now sits at `pos`: restore the heap order from there.
-            self.set_pos(pos);
-            let p = self.sift_up(pos);
-            if p == pos {
-                self.sift_down(pos);
-            }
-        }
-        self.entries.remove(item.slot as usize).waker
-    }
-
-    fn set_pos(&mut self, pos: usize) {
-        let slot = self.heap[pos].slot as usize;
-        self.entries[slot].pos = pos;
-    }
-
-    fn sift_up(&mut self, mut pos: usize) -> usize {
-        while pos > 0 {
-            let parent = (pos - 1) / 2;
-            if self.heap[parent].deadline <= self.heap[pos].deadline {
-                break;
-            }
-            self.heap.swap(parent, pos);
-            self.set_pos(pos);
-            pos = parent;
-        }
-        self.set_pos(pos);
-        pos
-    }
-
-    fn sift_down(&mut self, mut pos: usize) {
-        let len = self.heap.len();
-        loop {
-            let left = 2 * pos + 1;
-            if left >= len {
-                break;
-            }
-            let right = left + 1;
-            let child = if right < len && self.heap[right].deadline < self.heap[left].deadline {
-                right
-            } else {
-                left
-            };
-            if self.heap[pos].deadline <= self.heap[child].deadline {
-                break;
-            }
-            self.heap.swap(pos, child);
-            self.set_pos(pos);
-            pos = child;
-        }
-        self.set_pos(pos);
+        self.entries.len()
     }
 }
 
@@ -265,6 +249,29 @@ mod tests {
             assert_eq!(q.len(), model.len());
             assert_eq!(q.next_deadline(), model.keys().next().map(|k| k.0));
         }
+    }
+
+    #[test]
+    fn cancelled_items_do_not_pile_up() {
+        let mut q = TimerQueue::default();
+        let mut live = std::collections::VecDeque::new();
+        for i in 0..10_000u64 {
+            // A timeout per request, armed "now + 30 s" and cancelled soon after, 8 at a time.
+            live.push_back(q.insert(i + 30_000, Waker::noop().clone()).0);
+            if live.len() > 8 {
+                assert!(q.remove(live.pop_front().unwrap()).is_some());
+            }
+            assert!(
+                q.heap.len() <= 2 * q.len() + SLACK + 1,
+                "heap {}",
+                q.heap.len()
+            );
+        }
+        assert_eq!(q.len(), 8);
+        assert_eq!(q.next_deadline(), Some(9_992 + 30_000));
+        let mut out = Vec::new();
+        assert_eq!(q.expire(u64::MAX, &mut out), 8);
+        assert!(q.heap.is_empty());
     }
 
     #[test]
