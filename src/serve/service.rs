@@ -1,6 +1,7 @@
 //! [`MakeService`]: what `serve` accepts as its service — a service, or a make-service called
 //! once per connection.
 
+use std::any::Any;
 use std::error::Error as StdError;
 use std::future::{Future, poll_fn};
 use std::task::{Context, Poll};
@@ -42,6 +43,16 @@ pub trait MakeService<L: Listener, K>: Clone + Send + 'static + sealed::Sealed<L
     /// Whether [`make`](Self::make) may be called (tower's `poll_ready`).
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>>;
 
+    /// Readies the argument once, before the first connection (an axum `Router` gets its
+    /// routes finalised here, as `axum::serve` does, so that no request rebuilds one).
+    #[doc(hidden)]
+    fn prepare(self) -> Self
+    where
+        Self: Sized,
+    {
+        self
+    }
+
     /// The service for one connection; call only after `poll_ready` returned `Ready(Ok)`.
     fn make(
         &mut self,
@@ -62,6 +73,19 @@ where
     S: Service<Request, Response = http::Response<B>> + Clone + Send + 'static,
 {
     type Service = S;
+
+    /// A `Router` (or `MethodRouter`) without state still holds its handlers unconverted, and
+    /// its every request would box a fresh route for the handler it calls; `with_state(())`
+    /// converts them all once (what `axum::serve` does through `Router`'s make-service).
+    fn prepare(mut self) -> Self {
+        let any: &mut dyn Any = &mut self;
+        if let Some(router) = any.downcast_mut::<axum::Router>() {
+            *router = router.clone().with_state(());
+        } else if let Some(method_router) = any.downcast_mut::<axum::routing::MethodRouter>() {
+            *method_router = method_router.clone().with_state(());
+        }
+        self
+    }
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
         // Each connection gets a clone; readiness is the clone's business, per request.
