@@ -84,8 +84,8 @@
 //!   left), polls that take too long;
 //! - **timers**: every [`time::sleep`], [`time::timeout`] and [`time::interval`] is a resource of
 //!   kind timer with its location and duration, and the console's async-op view tells which
-//!   task polls it. The sleeps of hyper's timer ([`compat::WeirTimer`], so also `weir::serve`'s
-//!   header-read timeout) are not listed: one per request would fill the view, and
+//!   task polls it. The sleeps of hyper's timer ([`compat::WeirTimer`]) are not listed: one
+//!   per request would fill the view, and
 //!   console-subscriber keeps each for its retention period and scans them all on every turn
 //!   ([`time::sleep_until_unlisted`] makes such a sleep).
 //!

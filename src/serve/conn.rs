@@ -9,15 +9,12 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::task::Poll;
 
-use axum::body::Body;
 use axum::extract::Request;
-use hyper::body::Incoming;
 use hyper_util::server::conn::auto;
-use hyper_util::service::TowerToHyperService;
 use tokio::sync::watch;
-use tower::ServiceExt as _;
 use tower_service::Service;
 
+use super::idle::{Activity, Counted, HeadTimer, Watched};
 use super::listener::{IncomingStream, Listener, ServeConn};
 use super::service::{BoxError, MakeService, made, make_ready};
 use crate::compat::{WeirExecutor, WeirTimer};
@@ -183,20 +180,14 @@ where
 
 /// The hyper connection settings shared by every connection of one `serve`.
 fn connection_builder() -> auto::Builder<WeirExecutor> {
+    // No timer for HTTP/1: the connection keeps the header-read timeout itself (`idle.rs`).
     let mut builder = auto::Builder::new(WeirExecutor::new());
-    // A timer enables hyper's 30 s header-read timeout on HTTP/1 connections.
-    builder.http1().timer(WeirTimer::new());
     // Extended CONNECT: WebSockets over HTTP/2.
     builder
         .http2()
         .timer(WeirTimer::new())
         .enable_connect_protocol();
     builder
-}
-
-/// Converts hyper's request body into axum's.
-fn to_axum_request(req: http::Request<Incoming>) -> Request {
-    req.map(Body::new)
 }
 
 /// One connection's service, settings and shutdown signal.
@@ -239,9 +230,10 @@ where
             builder,
             mut shutdown,
         } = self;
-        let service = TowerToHyperService::new(
-            service.map_request(to_axum_request as fn(http::Request<Incoming>) -> Request),
-        );
+        let activity = Arc::new(Activity::default());
+        let mut head_timer = HeadTimer::new(activity.clone());
+        let io = Watched::new(io, activity.clone());
+        let service = Counted { service, activity };
         let mut conn = pin!(builder.serve_connection_with_upgrades(io, service));
         let mut told = false;
         let result = {
@@ -252,7 +244,14 @@ where
                     told = true;
                     conn.as_mut().graceful_shutdown();
                 }
-                conn.as_mut().poll(cx)
+                if let Poll::Ready(result) = conn.as_mut().poll(cx) {
+                    return Poll::Ready(result);
+                }
+                if head_timer.poll_expired(cx).is_ready() {
+                    tracing::debug!(target: "weir::serve", "no request head within the header-read timeout; connection closed");
+                    return Poll::Ready(Ok(()));
+                }
+                Poll::Pending
             })
             .await
         };

@@ -34,8 +34,12 @@
 //!   connection's NIC receive queue). hyper's background work (HTTP/2 streams) is spawned on
 //!   weir too, and its timers are weir's. Nothing runs on a tokio runtime.
 //! - **Sockets:** `TCP_NODELAY` is set on every accepted TCP connection, as `axum::serve` does.
-//! - **Timeouts:** an HTTP/1 connection that takes more than 30 s to send a request's headers
-//!   (hyper's header-read timeout) is closed; this also ends idle keep-alive connections.
+//! - **Timeouts:** an HTTP/1 connection that waits 30 s for a request's headers is closed:
+//!   a client that connects and sends nothing, or trickles a request head, is cut off after
+//!   30 s, and an idle keep-alive connection 30 to 60 s after its last response (the connection
+//!   keeps one timer, not one per request as hyper's header-read timeout does). A request in
+//!   flight is never cut (its handler and its response body take the time they take).
+//!   HTTP/2 connections are left open, as with `axum::serve`.
 //! - **Accept errors:** running out of file descriptors is handled inside the listener (it
 //!   backs off and retries, see [`TcpListener`]); any other accept error is logged (target
 //!   `weir::serve`) and accepting resumes after a short pause.
@@ -64,6 +68,7 @@
 //! is served.
 
 mod conn;
+mod idle;
 mod listener;
 mod service;
 
@@ -110,7 +115,7 @@ where
 {
     Serve {
         listener,
-        make_service,
+        make_service: make_service.prepare(),
         _marker: PhantomData,
     }
 }

@@ -527,3 +527,108 @@ fn weir_timeout_layer_answers_408_for_slow_handlers() {
         server.abort();
     });
 }
+
+/// A paused current-thread runtime: idle waits jump the clock to the next timer, so the
+/// 30 s header-read timeout passes at once.
+fn paused_runtime() -> weir::runtime::Runtime {
+    Builder::new_current_thread()
+        .start_paused(true)
+        .build()
+        .expect("runtime")
+}
+
+/// Reads until EOF; `true` if the server closed the connection within `limit` of paused time.
+async fn closed_within(stream: &mut TcpStream, limit: Duration) -> bool {
+    use futures::io::AsyncReadExt;
+    let mut buf = [0u8; 1024];
+    let until_eof = async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    };
+    weir::time::timeout(limit, until_eof).await.is_ok()
+}
+
+#[test]
+fn a_connection_that_sends_no_request_head_is_closed() {
+    paused_runtime().block_on(async {
+        use futures::io::AsyncWriteExt;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = weir::spawn(weir::serve(listener, app()).into_future());
+        // Silent from the start.
+        let mut silent = TcpStream::connect(addr).await.unwrap();
+        assert!(closed_within(&mut silent, Duration::from_secs(300)).await);
+        // Half a request head, then silence.
+        let mut slow = TcpStream::connect(addr).await.unwrap();
+        slow.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .unwrap();
+        assert!(closed_within(&mut slow, Duration::from_secs(300)).await);
+        server.abort();
+    });
+}
+
+#[test]
+fn an_idle_keep_alive_connection_is_closed_and_a_busy_one_is_not() {
+    paused_runtime().block_on(async {
+        use futures::io::AsyncWriteExt;
+        let app = app().route(
+            "/slow",
+            get(|| async {
+                // Longer than the header-read timeout: the request is in flight, not idle.
+                weir::time::sleep(Duration::from_secs(100)).await;
+                "slow"
+            }),
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = weir::spawn(weir::serve(listener, app).into_future());
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        stream
+            .write_all(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        // The response comes (the connection was not closed while the handler ran), then
+        // the idle connection is closed.
+        let mut got = Vec::new();
+        let read_all = async {
+            use futures::io::AsyncReadExt;
+            let mut buf = [0u8; 1024];
+            loop {
+                match stream.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                }
+            }
+        };
+        weir::time::timeout(Duration::from_secs(1000), read_all)
+            .await
+            .expect("the idle connection is closed");
+        let text = String::from_utf8_lossy(&got);
+        assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+        assert!(text.ends_with("slow"), "{text}");
+        server.abort();
+    });
+}
+
+#[test]
+fn an_idle_http2_connection_is_left_open() {
+    paused_runtime().block_on(async {
+        use futures::io::AsyncWriteExt;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = weir::spawn(weir::serve(listener, app()).into_future());
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        // The client preface and an empty SETTINGS frame, then nothing.
+        stream
+            .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+            .await
+            .unwrap();
+        assert!(!closed_within(&mut stream, Duration::from_secs(300)).await);
+        server.abort();
+    });
+}

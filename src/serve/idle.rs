@@ -1,0 +1,285 @@
+//! The header-read timeout of `serve`, kept per connection instead of per request.
+//!
+//! hyper's own (`http1::Builder::header_read_timeout`) creates, arms and cancels a timer for
+//! every request, reads the clock for it, and makes hyper try one more read after each
+//! response; together that was about a tenth of a small request's instructions. Here the
+//! connection counts its requests instead: [`Activity`] knows how many are in flight (from the
+//! service call until the response body is dropped, i.e. sent or abandoned) and how many have
+//! ended. One timer per connection checks, when it fires, whether the connection stayed idle
+//! (no request in flight, none ended) for the whole period: then it is closed. Otherwise it
+//! is armed again for a full period, from the end of the last request, or from when it fired.
+//! An idle connection is thus closed 30 to 60 s after its last request ended (30 s exactly
+//! when it never completed a request head), and a slow client that trickles a request head is
+//! closed just the same: its head never reaches the service.
+//!
+//! HTTP/2 connections (recognised by the client preface) are left alone, as hyper leaves them:
+//! their streams multiplex, and an idle HTTP/2 connection is the client's to close.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::Request;
+use hyper::body::Incoming;
+use hyper::rt::{Read, ReadBuf, ReadBufCursor, Write};
+use tower::ServiceExt as _;
+use tower::util::Oneshot;
+use tower_service::Service;
+
+use crate::time::{Instant, Sleep};
+
+/// How long a connection may wait for a request head (hyper's default header-read timeout).
+pub(super) const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What a connection's requests are doing, shared by its service, bodies and timer.
+#[derive(Debug, Default)]
+pub(super) struct Activity {
+    in_flight: AtomicUsize,
+    ended: AtomicUsize,
+    /// The client spoke HTTP/2: no header-read timeout.
+    http2: AtomicBool,
+}
+
+/// One request in flight; its drop ends it.
+#[derive(Debug)]
+pub(super) struct InFlight(Arc<Activity>);
+
+impl InFlight {
+    fn start(activity: &Arc<Activity>) -> InFlight {
+        activity.in_flight.fetch_add(1, Ordering::Relaxed);
+        InFlight(activity.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.ended.fetch_add(1, Ordering::Relaxed);
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The connection's header-read timer (see the module docs).
+pub(super) struct HeadTimer {
+    activity: Arc<Activity>,
+    sleep: Pin<Box<Sleep>>,
+    /// The timer is armed (it is not while a request is in flight after it fired).
+    armed: bool,
+    /// `activity.ended` when the timer was armed.
+    mark: usize,
+}
+
+impl HeadTimer {
+    pub(super) fn new(activity: Arc<Activity>) -> HeadTimer {
+        HeadTimer {
+            mark: activity.ended.load(Ordering::Relaxed),
+            activity,
+            sleep: Box::pin(crate::time::sleep_unlisted(HEAD_TIMEOUT)),
+            armed: true,
+        }
+    }
+
+    /// Call after each `Pending` poll of the connection: `Ready` when the connection has waited
+    /// for a request head for a whole period and must be closed.
+    pub(super) fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let activity = &*self.activity;
+        if activity.http2.load(Ordering::Relaxed) {
+            return Poll::Pending;
+        }
+        let idle = activity.in_flight.load(Ordering::Relaxed) == 0;
+        if self.armed {
+            if self.sleep.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            let ended = activity.ended.load(Ordering::Relaxed);
+            if idle && ended == self.mark {
+                return Poll::Ready(());
+            }
+            // Requests came and went, or one is still running: not idle for the period.
+            self.armed = false;
+        }
+        if idle {
+            // A full period from now: the last request ended at most this long ago.
+            self.mark = activity.ended.load(Ordering::Relaxed);
+            self.sleep.as_mut().reset(Instant::now() + HEAD_TIMEOUT);
+            self.armed = true;
+            // Registers the timer; a period from now cannot have passed.
+            let _ = self.sleep.as_mut().poll(cx);
+        }
+        Poll::Pending
+    }
+}
+
+/// The connection's hyper service: the tower service behind axum's request type, with every
+/// request counted in [`Activity`].
+#[derive(Debug, Clone)]
+pub(super) struct Counted<S> {
+    pub(super) service: S,
+    pub(super) activity: Arc<Activity>,
+}
+
+impl<S, B> hyper::service::Service<http::Request<Incoming>> for Counted<S>
+where
+    S: Service<Request, Response = http::Response<B>> + Clone,
+{
+    type Response = http::Response<Tracked<B>>;
+    type Error = S::Error;
+    type Future = CountedFuture<S>;
+
+    fn call(&self, req: http::Request<Incoming>) -> Self::Future {
+        CountedFuture {
+            inner: self.service.clone().oneshot(req.map(Body::new)),
+            in_flight: Some(InFlight::start(&self.activity)),
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`Counted`]: the request stays in flight in its response's body.
+    pub(super) struct CountedFuture<S: Service<Request>> {
+        #[pin]
+        inner: Oneshot<S, Request>,
+        in_flight: Option<InFlight>,
+    }
+}
+
+impl<S, B> Future for CountedFuture<S>
+where
+    S: Service<Request, Response = http::Response<B>>,
+{
+    type Output = Result<http::Response<Tracked<B>>, S::Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let response = ready!(this.inner.poll(cx))?;
+        let in_flight = this.in_flight.take();
+        Poll::Ready(Ok(response.map(|body| Tracked {
+            body,
+            _in_flight: in_flight,
+        })))
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A response body that ends its request when dropped.
+    pub(super) struct Tracked<B> {
+        #[pin]
+        body: B,
+        _in_flight: Option<InFlight>,
+    }
+}
+
+impl<B: http_body::Body> http_body::Body for Tracked<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<B::Data>, B::Error>>> {
+        self.project().body.poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// The HTTP/2 client preface starts with the method no HTTP/1 request uses.
+const PREFACE: &[u8] = b"PRI ";
+
+pin_project_lite::pin_project! {
+    /// The connection's stream, watching its first bytes for the HTTP/2 preface.
+    pub(super) struct Watched<I> {
+        #[pin]
+        io: I,
+        // Until the protocol is known: the activity to tell, and how much of `PREFACE`
+        // matched so far.
+        watch: Option<(Arc<Activity>, usize)>,
+    }
+}
+
+impl<I> Watched<I> {
+    pub(super) fn new(io: I, activity: Arc<Activity>) -> Watched<I> {
+        Watched {
+            io,
+            watch: Some((activity, 0)),
+        }
+    }
+}
+
+impl<I: Read> Read for Watched<I> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        mut buf: ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.project();
+        let Some((activity, matched)) = this.watch else {
+            return this.io.poll_read(cx, buf);
+        };
+        // SAFETY: `ReadBuf` only writes initialised bytes into the cursor's memory and never
+        // de-initialises any; the cursor is advanced below by exactly what it filled.
+        let mut seen = ReadBuf::uninit(unsafe { buf.as_mut() });
+        ready!(this.io.poll_read(cx, seen.unfilled()))?;
+        let filled = seen.filled();
+        let n = filled.len();
+        let mut decided = false;
+        for &byte in filled {
+            if byte != PREFACE[*matched] {
+                decided = true;
+                break;
+            }
+            *matched += 1;
+            if *matched == PREFACE.len() {
+                activity.http2.store(true, Ordering::Relaxed);
+                decided = true;
+                break;
+            }
+        }
+        if decided {
+            *this.watch = None;
+        }
+        // SAFETY: the inner read initialised and filled these `n` bytes of the cursor.
+        unsafe { buf.advance(n) };
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<I: Write> Write for Watched<I> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.project().io.poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.project().io.poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.project().io.poll_shutdown(cx)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.project().io.poll_write_vectored(cx, bufs)
+    }
+}
