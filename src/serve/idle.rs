@@ -20,7 +20,7 @@ use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll, Wake, Waker, ready};
 use std::time::Duration;
 
 use axum::body::Body;
@@ -64,22 +64,58 @@ impl Drop for InFlight {
 }
 
 /// The connection's header-read timer (see the module docs).
+///
+/// Its sleep is polled with a waker of its own ([`TimerWake`]), which records that the timer
+/// fired before waking the connection's task: the connection polls the sleep only then, and
+/// its every other wake-up costs a flag check instead of a poll of the timer (which takes the
+/// reactor's timer lock).
 pub(super) struct HeadTimer {
     activity: Arc<Activity>,
     sleep: Pin<Box<Sleep>>,
-    /// The timer is armed (it is not while a request is in flight after it fired).
+    wake: Arc<TimerWake>,
+    /// `wake` as a waker, made once.
+    waker: Waker,
+    /// The task waker last handed to `wake`.
+    task: Option<Waker>,
+    /// The sleep is registered with the reactor (it is not while a request is in flight
+    /// after it fired, nor before the first poll).
     armed: bool,
     /// `activity.ended` when the timer was armed.
     mark: usize,
 }
 
+/// The waker the header-read sleep is registered with.
+#[derive(Default)]
+struct TimerWake {
+    fired: AtomicBool,
+    task: std::sync::Mutex<Option<Waker>>,
+}
+
+impl Wake for TimerWake {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        // The flag first: a poll that runs after this wake-up sees it.
+        self.fired.store(true, Ordering::Release);
+        if let Some(task) = &*self.task.lock().unwrap_or_else(|e| e.into_inner()) {
+            task.wake_by_ref();
+        }
+    }
+}
+
 impl HeadTimer {
     pub(super) fn new(activity: Arc<Activity>) -> HeadTimer {
+        let wake = Arc::new(TimerWake::default());
         HeadTimer {
-            mark: activity.ended.load(Ordering::Relaxed),
+            mark: 0,
             activity,
             sleep: Box::pin(crate::time::sleep_unlisted(HEAD_TIMEOUT)),
-            armed: true,
+            waker: Waker::from(wake.clone()),
+            wake,
+            task: None,
+            armed: false,
         }
     }
 
@@ -90,9 +126,18 @@ impl HeadTimer {
         if activity.http2.load(Ordering::Relaxed) {
             return Poll::Pending;
         }
+        if !self.task.as_ref().is_some_and(|t| t.will_wake(cx.waker())) {
+            *self.wake.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());
+            self.task = Some(cx.waker().clone());
+        }
         let idle = activity.in_flight.load(Ordering::Relaxed) == 0;
         if self.armed {
-            if self.sleep.as_mut().poll(cx).is_pending() {
+            if !self.wake.fired.load(Ordering::Acquire) {
+                return Poll::Pending;
+            }
+            self.wake.fired.store(false, Ordering::Relaxed);
+            let mut own = Context::from_waker(&self.waker);
+            if self.sleep.as_mut().poll(&mut own).is_pending() {
                 return Poll::Pending;
             }
             let ended = activity.ended.load(Ordering::Relaxed);
@@ -108,7 +153,8 @@ impl HeadTimer {
             self.sleep.as_mut().reset(Instant::now() + HEAD_TIMEOUT);
             self.armed = true;
             // Registers the timer; a period from now cannot have passed.
-            let _ = self.sleep.as_mut().poll(cx);
+            let mut own = Context::from_waker(&self.waker);
+            let _ = self.sleep.as_mut().poll(&mut own);
         }
         Poll::Pending
     }
