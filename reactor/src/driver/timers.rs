@@ -59,10 +59,6 @@ impl Driver {
     }
 }
 
-/// How far past the owner's last clock reading (ns) a deadline must be for
-/// [`ReactorHandle::timer_arm`] to trust that reading instead of reading the clock.
-const FRESH_READ_WITHIN: u64 = 1_000_000;
-
 impl ReactorHandle {
     /// Arms a timer; wakes the owner if the timer is now the earliest and the owner is not
     /// running (it recomputes its timeout before every wait).
@@ -79,12 +75,6 @@ impl ReactorHandle {
     /// [`Instant::now`](crate::time::Instant::now) just before — an interval's first tick, a
     /// zero sleep — which is due all the same). `None` when due. The deadline is converted
     /// to the queue's nanoseconds once, for the check and the queue.
-    ///
-    /// The fresh reading is skipped for a deadline more than [`FRESH_READ_WITHIN`] past the
-    /// owner's last reading on a clock that cannot be paused (a timeout armed "now + d"):
-    /// such a deadline can only have passed if that reading is older than the margin, and
-    /// then the timer is simply armed and fires at the owner's next turn, which expires it
-    /// with a fresh reading. The common timeout costs no clock read here.
     pub(crate) fn timer_arm(
         &self,
         deadline: Instant,
@@ -92,12 +82,7 @@ impl ReactorHandle {
         owner: bool,
     ) -> Option<TimerKey> {
         let ns = timer_queue::to_ns(deadline);
-        let last = self.inner.clock_ns.load(Ordering::Relaxed);
-        if ns <= last {
-            return None;
-        }
-        let near = ns - last <= FRESH_READ_WITHIN || self.inner.clock.is_pausable();
-        if near && deadline <= self.inner.clock.now() {
+        if self.has_passed_ns(ns) || deadline <= self.inner.clock.now() {
             return None;
         }
         Some(self.insert_ns(ns, waker.clone(), owner))
@@ -122,7 +107,12 @@ impl ReactorHandle {
     /// Costs no clock read; `false` says nothing.
     #[cfg(test)]
     pub(crate) fn has_passed(&self, deadline: Instant) -> bool {
-        timer_queue::to_ns(deadline) <= self.inner.clock_ns.load(Ordering::Relaxed)
+        self.has_passed_ns(timer_queue::to_ns(deadline))
+    }
+
+    /// [`has_passed`](Self::has_passed) in the queue's nanoseconds.
+    fn has_passed_ns(&self, deadline: u64) -> bool {
+        deadline <= self.inner.clock_ns.load(Ordering::Relaxed)
     }
 
     /// `true` if the timer was armed and has fired (its entry is gone, and not because the
