@@ -537,37 +537,53 @@ fn paused_runtime() -> weir::runtime::Runtime {
         .expect("runtime")
 }
 
-/// Reads until EOF; `true` if the server closed the connection within `limit` of paused time.
-async fn closed_within(stream: &mut TcpStream, limit: Duration) -> bool {
+/// Serves `app` on a loopback port: its address and the serving task.
+async fn serving(app: Router) -> (SocketAddr, weir::task::JoinHandle<std::io::Result<()>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    (addr, weir::spawn(weir::serve(listener, app).into_future()))
+}
+
+/// Reads until EOF: what was read, if the server closed the connection within `limit` of
+/// paused time; `None` if it was still open.
+async fn read_until_closed(stream: &mut TcpStream, limit: Duration) -> Option<Vec<u8>> {
     use futures::io::AsyncReadExt;
+    let mut got = Vec::new();
     let mut buf = [0u8; 1024];
     let until_eof = async {
         loop {
             match stream.read(&mut buf).await {
                 Ok(0) | Err(_) => return,
-                Ok(_) => {}
+                Ok(n) => got.extend_from_slice(&buf[..n]),
             }
         }
     };
-    weir::time::timeout(limit, until_eof).await.is_ok()
+    weir::time::timeout(limit, until_eof).await.ok()?;
+    Some(got)
 }
 
 #[test]
 fn a_connection_that_sends_no_request_head_is_closed() {
     paused_runtime().block_on(async {
         use futures::io::AsyncWriteExt;
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let server = weir::spawn(weir::serve(listener, app()).into_future());
+        let (addr, server) = serving(app()).await;
         // Silent from the start.
         let mut silent = TcpStream::connect(addr).await.unwrap();
-        assert!(closed_within(&mut silent, Duration::from_secs(300)).await);
+        assert!(
+            read_until_closed(&mut silent, Duration::from_secs(300))
+                .await
+                .is_some()
+        );
         // Half a request head, then silence.
         let mut slow = TcpStream::connect(addr).await.unwrap();
         slow.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n")
             .await
             .unwrap();
-        assert!(closed_within(&mut slow, Duration::from_secs(300)).await);
+        assert!(
+            read_until_closed(&mut slow, Duration::from_secs(300))
+                .await
+                .is_some()
+        );
         server.abort();
     });
 }
@@ -584,9 +600,7 @@ fn an_idle_keep_alive_connection_is_closed_and_a_busy_one_is_not() {
                 "slow"
             }),
         );
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let server = weir::spawn(weir::serve(listener, app).into_future());
+        let (addr, server) = serving(app).await;
         let mut stream = TcpStream::connect(addr).await.unwrap();
         stream
             .write_all(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -594,18 +608,7 @@ fn an_idle_keep_alive_connection_is_closed_and_a_busy_one_is_not() {
             .unwrap();
         // The response comes (the connection was not closed while the handler ran), then
         // the idle connection is closed.
-        let mut got = Vec::new();
-        let read_all = async {
-            use futures::io::AsyncReadExt;
-            let mut buf = [0u8; 1024];
-            loop {
-                match stream.read(&mut buf).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => got.extend_from_slice(&buf[..n]),
-                }
-            }
-        };
-        weir::time::timeout(Duration::from_secs(1000), read_all)
+        let got = read_until_closed(&mut stream, Duration::from_secs(1000))
             .await
             .expect("the idle connection is closed");
         let text = String::from_utf8_lossy(&got);
@@ -619,16 +622,18 @@ fn an_idle_keep_alive_connection_is_closed_and_a_busy_one_is_not() {
 fn an_idle_http2_connection_is_left_open() {
     paused_runtime().block_on(async {
         use futures::io::AsyncWriteExt;
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let server = weir::spawn(weir::serve(listener, app()).into_future());
+        let (addr, server) = serving(app()).await;
         let mut stream = TcpStream::connect(addr).await.unwrap();
         // The client preface and an empty SETTINGS frame, then nothing.
         stream
             .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
             .await
             .unwrap();
-        assert!(!closed_within(&mut stream, Duration::from_secs(300)).await);
+        assert!(
+            read_until_closed(&mut stream, Duration::from_secs(300))
+                .await
+                .is_none()
+        );
         server.abort();
     });
 }
