@@ -9,7 +9,7 @@
 //! `127.0.0.1:N`), `--workers N` (default: one per CPU).
 //!
 //! It is the shape of an `axum::serve` program on weir: a tower service served by
-//! `weir::serve` (TCP_NODELAY on every connection, hyper's 30 s header-read timeout), until
+//! `weir::serve` (TCP_NODELAY on every connection, a 30 s header-read timeout), until
 //! SIGINT (ctrl-c) or SIGTERM. Then it stops accepting, lets the requests in flight finish,
 //! and exits with status 0. Connections that end the ordinary way — a reset, a client gone
 //! mid-request, an idle keep-alive connection closed by the header-read timeout — are logged

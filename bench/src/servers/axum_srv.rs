@@ -1,7 +1,7 @@
 //! `--kind axum`: the same axum `Router` served by `weir::serve` on weir and by `axum::serve`
 //! on tokio, both with graceful shutdown armed (a signal that never comes) and `TCP_NODELAY`
-//! on every connection. `weir::serve` also arms hyper's 30 s header-read timeout, which
-//! `axum::serve` does not.
+//! on every connection. `weir::serve` also keeps its header-read timeout (one timer per
+//! connection, closing it after 30 s with no request in flight), which `axum::serve` does not.
 
 use std::io;
 use std::net::SocketAddr;
