@@ -6,12 +6,18 @@
 //! a slab. Cancelling frees the slab entry at once, waker included, and leaves its heap item
 //! behind, dead: most timers (a request's timeout, a header-read timer) are cancelled long before
 //! they are due, and taking them out of the heap would cost a sift per cancel. A dead item is
-//! recognised by its generation and skipped when it reaches the top; when the dead outnumber
-//! the live by more than [`SLACK`], the heap is rebuilt from the live ones (linear, amortised
-//! over the cancels that made it due), so the heap never holds more than about twice the armed
-//! timers. In steady state nothing is allocated: the heap and the slab keep their capacity.
-//! Expiry pops from the top. The queue sits behind the reactor's mutex so any thread can add or
-//! cancel a timer; only the owning worker expires them.
+//! recognised by its generation. When the dead outnumber the live by more than [`SLACK`], the
+//! heap is rebuilt from the live ones (linear, amortised over the cancels that made it due), so
+//! the heap never holds more than about twice the armed timers. In steady state nothing is
+//! allocated: the heap and the slab keep their capacity.
+//!
+//! Expiry pops due items from the top, dead ones included. The owner bounds its wait by the top
+//! item, live or dead ([`TimerQueue::bound`]): a dead item's deadline is never later than the
+//! earliest live one, so the wait ends no later than it must, and a busy owner does not pop the
+//! items that cancelled timeouts leave behind (the rebuild takes them out). Only after a wait
+//! that a dead item ended for nothing does the owner drop the dead items on top
+//! ([`TimerQueue::next_deadline`]). The queue sits behind the reactor's mutex so any thread can
+//! add or cancel a timer; only the owning worker expires them.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -123,6 +129,15 @@ impl TimerQueue {
         Some(waker)
     }
 
+    /// The top of the heap: the earliest item's deadline, and whether it is a live timer. It
+    /// is never later than the earliest armed deadline, so it bounds a wait without the pops
+    /// that [`next_deadline`](Self::next_deadline) may need; `None` only for an empty heap.
+    pub(crate) fn bound(&self) -> Option<(u64, bool)> {
+        self.heap
+            .peek()
+            .map(|Reverse(top)| (top.deadline, is_live(&self.entries, top)))
+    }
+
     /// The earliest armed deadline (dead items on top are dropped on the way).
     pub(crate) fn next_deadline(&mut self) -> Option<u64> {
         while let Some(Reverse(top)) = self.heap.peek() {
@@ -215,6 +230,24 @@ mod tests {
         let (d, _) = q.insert(40, Waker::noop().clone());
         assert!(q.remove(a).is_none());
         assert!(q.remove(d).is_some());
+    }
+
+    #[test]
+    fn a_cancelled_timer_bounds_the_wait_until_settled() {
+        let mut q = TimerQueue::default();
+        let (a, _) = q.insert(10, Waker::noop().clone());
+        q.insert(20, Waker::noop().clone());
+        assert!(q.remove(a).is_some());
+        // Its item stays on top: a bound no later than the live timer, no pop needed.
+        assert_eq!(q.bound(), Some((10, false)));
+        // Expiring at its deadline fires nothing and drops it.
+        assert_eq!(q.expire(10, &mut Vec::new()), 0);
+        assert_eq!(q.bound(), Some((20, true)));
+        // Settling drops dead items on top without expiring anything.
+        let (b, _) = q.insert(15, Waker::noop().clone());
+        assert!(q.remove(b).is_some());
+        assert_eq!(q.next_deadline(), Some(20));
+        assert_eq!(q.bound(), Some((20, true)));
     }
 
     /// Random inserts, cancels and expiries against a BTreeMap model.
@@ -407,7 +440,18 @@ mod proptests {
                     _ => {}
                 }
                 prop_assert_eq!(q.len(), model.len());
-                prop_assert_eq!(q.next_deadline(), model.keys().next().map(|k| k.0));
+                // The wait bound: never later than the earliest armed deadline, exact when
+                // it is a live timer's, and present while any timer is armed.
+                let earliest = model.keys().next().map(|k| k.0);
+                match (q.bound(), earliest) {
+                    (Some((b, live)), Some(e)) => {
+                        prop_assert!(b <= e);
+                        prop_assert!(!live || b == e);
+                    }
+                    (Some((_, live)), None) => prop_assert!(!live),
+                    (None, e) => prop_assert_eq!(e, None),
+                }
+                prop_assert_eq!(q.next_deadline(), earliest);
                 for (key, mk) in &keys {
                     prop_assert_eq!(q.contains(*key), model.contains_key(mk));
                 }

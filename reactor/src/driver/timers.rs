@@ -9,13 +9,43 @@ use std::time::Instant;
 use super::timer_queue::{self, TimerKey};
 use super::{Driver, ReactorHandle};
 
+/// What a turn learns from firing due timers.
+pub(super) struct Expired {
+    /// How many timers fired.
+    pub(super) fired: usize,
+    /// The clock reading used, and the same in the queue's nanoseconds.
+    pub(super) now: Instant,
+    pub(super) now_ns: u64,
+    /// Asked for by a turn about to block (else `None`): the earliest item left in the queue,
+    /// in its nanoseconds, and whether it is a live timer: never later than the earliest armed deadline, so it bounds the next wait. A
+    /// cancelled timer's item is left where it is (see `timer_queue.rs`); a wait it bounds
+    /// may end for nothing, after which the turn drops such items from the top.
+    pub(super) next: Option<(u64, bool)>,
+}
+
+/// What [`Driver::expire`] does after firing due timers, under the same lock.
+enum After {
+    Nothing,
+    /// Report the queue's top as [`Expired::next`].
+    Bound,
+    /// Drop dead items on top.
+    Settle,
+}
+
 impl Driver {
     /// Fires due timers; returns how many and the clock reading it used.
     pub(super) fn expire_timers(&mut self) -> (usize, Instant) {
-        match self.expire(|_| true) {
-            Some((n, instant, _)) => (n, instant),
+        match self.expire(|_| true, After::Nothing) {
+            Some(e) => (e.fired, e.now),
             None => (0, self.handle.inner.clock.now()),
         }
+    }
+
+    /// [`expire_timers`](Self::expire_timers) after a wait that a cancelled timer's item
+    /// bounded and nothing else ended: that item and every other dead one on top are dropped,
+    /// so the next wait is bounded by a live timer (no second wake-up for nothing).
+    pub(super) fn expire_timers_and_settle(&mut self) -> usize {
+        self.expire(|_| true, After::Settle).map_or(0, |e| e.fired)
     }
 
     /// [`expire_timers`](Self::expire_timers) for a turn that is about to block: with no timer
@@ -23,39 +53,48 @@ impl Driver {
     /// (`None`). `clock_ns` then keeps the reading of the previous turn's end until the
     /// reading after this wait: the owner is parked in between, and stealing looks at
     /// `clock_ns` only while the owner is not parked (`steal.rs`); a stale cache only makes
-    /// `timer_arm` read the clock itself. The reading comes in the queue's nanoseconds too.
-    pub(super) fn expire_timers_if_armed(&mut self) -> Option<(usize, Instant, u64)> {
-        self.expire(|armed| armed > 0)
-    }
-
-    /// The earliest armed deadline, in the queue's nanoseconds.
-    pub(super) fn next_deadline_ns(&self) -> Option<u64> {
-        self.handle.inner.timers.lock().next_deadline()
+    /// `timer_arm` read the clock itself. Also returns the bound of the wait, taken under the
+    /// same lock.
+    pub(super) fn expire_timers_if_armed(&mut self) -> Option<Expired> {
+        self.expire(|armed| armed > 0, After::Bound)
     }
 
     /// Reads the clock and fires due timers if `read(armed timers)`, all under the timers'
-    /// lock (the clock takes no lock of the driver's).
-    fn expire(&mut self, read: impl FnOnce(usize) -> bool) -> Option<(usize, Instant, u64)> {
+    /// lock (the clock takes no lock of the driver's), then does what `after` says.
+    fn expire(&mut self, read: impl FnOnce(usize) -> bool, after: After) -> Option<Expired> {
         let inner = &*self.handle.inner;
-        let (n, instant, now) = {
+        let (fired, now, now_ns, next) = {
             let mut timers = inner.timers.lock();
             if !read(timers.len()) {
                 return None;
             }
-            let instant = inner.clock.now();
-            let now = timer_queue::to_ns(instant);
-            inner.clock_ns.store(now, Ordering::Relaxed);
-            let n = match timers.next_deadline() {
-                Some(d) if d <= now => timers.expire(now, &mut self.wake),
+            let now = inner.clock.now();
+            let now_ns = timer_queue::to_ns(now);
+            inner.clock_ns.store(now_ns, Ordering::Relaxed);
+            let fired = match timers.bound() {
+                Some((top, _)) if top <= now_ns => timers.expire(now_ns, &mut self.wake),
                 _ => 0,
             };
-            (n, instant, now)
+            let next = match after {
+                After::Nothing => None,
+                After::Bound => timers.bound(),
+                After::Settle => {
+                    timers.next_deadline();
+                    None
+                }
+            };
+            (fired, now, now_ns, next)
         };
-        if n > 0 {
-            inner.metrics.timers_fired.add_owner(n as u64);
+        if fired > 0 {
+            inner.metrics.timers_fired.add_owner(fired as u64);
             self.wake.drain(..).for_each(Waker::wake);
         }
-        Some((n, instant, now))
+        Some(Expired {
+            fired,
+            now,
+            now_ns,
+            next,
+        })
     }
 }
 

@@ -19,43 +19,44 @@ impl Driver {
         }
         // A turn that may block reads the clock only when a timer is armed (the reading
         // bounds the wait); a poll reads it to record when the owner last turned.
-        let (mut woken, now) = if timeout == Some(Duration::ZERO) {
+        // `next`: the queue's top after expiring (deadline in its nanoseconds, live or not),
+        // which bounds a blocking wait; only a turn that may block asks for it.
+        let (mut woken, now, next) = if timeout == Some(Duration::ZERO) {
             let (n, now) = self.expire_timers();
-            (n, Some((now, None)))
+            (n, Some(now), None)
         } else {
             match self.expire_timers_if_armed() {
-                Some((n, now, now_ns)) => (n, Some((now, Some(now_ns)))),
-                None => (0, None),
+                Some(e) => (e.fired, Some(e.now), e.next.map(|next| (e.now_ns, next))),
+                None => (0, None, None),
             }
         };
         // Timers fired: their tasks are queued, so do not block.
         let blocking = woken == 0 && timeout != Some(Duration::ZERO);
-        // Set when the nearest timer, not the caller, bounds this wait: its deadline and the
-        // clock reading the wait starts from. Expire after it.
+        // Set when the nearest timer, not the caller, bounds this wait: its deadline, the
+        // clock reading the wait starts from, and whether a live timer (not a cancelled one's
+        // item) is due then. Expire after it.
         let mut bound = None;
         let timeout = if !blocking {
             Some(Duration::ZERO)
         } else {
             // In the queue's nanoseconds: no conversion unless the timer bounds the wait.
-            match now.and_then(|(now, ns)| Some((now, ns?))) {
-                Some((now, now_ns)) => match self.next_deadline_ns() {
-                    Some(t) => {
-                        let until = Duration::from_nanos(t.saturating_sub(now_ns));
-                        if timeout.is_none_or(|d| until <= d) {
-                            bound = Some((timer_queue::from_ns(t), now));
-                        }
-                        Some(timeout.map_or(until, |d| d.min(until)))
+            match now.zip(next) {
+                Some((now, (now_ns, (t, live)))) => {
+                    let until = Duration::from_nanos(t.saturating_sub(now_ns));
+                    if timeout.is_none_or(|d| until <= d) {
+                        bound = Some((timer_queue::from_ns(t), now, live));
                     }
-                    None => timeout,
-                },
+                    Some(timeout.map_or(until, |d| d.min(until)))
+                }
                 None => timeout,
             }
         };
         self.events.clear();
         let registry = &self.handle.inner.registry;
         if blocking && timeout != Some(Duration::ZERO) {
-            // End a timer-bound wait `margin` early and spin the rest (see `park`).
-            let margin = if bound.is_some() {
+            // End a live timer's wait `margin` early and spin the rest (see `park`); a
+            // cancelled timer's item needs no punctuality.
+            let margin = if let Some((_, _, true)) = bound {
                 self.spin_margin()
             } else {
                 Duration::ZERO
@@ -63,7 +64,7 @@ impl Driver {
             let wait_for = timeout.map(|d| d.saturating_sub(margin));
             match bound {
                 // Only a timer-bound wait can shrink to nothing (by its margin).
-                Some((deadline, _)) if wait_for == Some(Duration::ZERO) => {
+                Some((deadline, _, _)) if wait_for == Some(Duration::ZERO) => {
                     self.spin_until(deadline)?;
                 }
                 _ => {
@@ -78,7 +79,7 @@ impl Driver {
                         self.policy.needs_timing(),
                     )?;
                     self.record_wait(&report);
-                    if let Some((deadline, now)) = bound
+                    if let Some((deadline, now, _)) = bound
                         && self.events.is_empty()
                     {
                         // The wait timed out: learn how late the OS woke us, then spin.
@@ -105,7 +106,13 @@ impl Driver {
         woken += self.deliver_events();
         // After the wait: fire what came due, and record when the owner turned (a turn that
         // skipped the reading before its wait takes it here).
-        if bound.is_some() || now.is_none() || !self.events.is_empty() {
+        if let Some((_, _, false)) = bound
+            && self.events.is_empty()
+        {
+            // A cancelled timer's item may have ended this wait for nothing: drop the dead
+            // items on top, so that the next wait is bounded by a live timer.
+            woken += self.expire_timers_and_settle();
+        } else if bound.is_some() || now.is_none() || !self.events.is_empty() {
             woken += self.expire_timers().0;
         }
         Ok(woken)
@@ -259,5 +266,55 @@ impl Driver {
         let n = self.wake.len();
         self.wake.drain(..).for_each(Waker::wake);
         n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::task::{Wake, Waker};
+    use std::time::{Duration, Instant};
+
+    use crate::DriverConfig;
+    use crate::driver::Driver;
+
+    struct Flag(AtomicBool);
+
+    impl Wake for Flag {
+        fn wake(self: Arc<Self>) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Timers cancelled before a live one leave items that bound the owner's wait; the first
+    /// wait they end for nothing drops them all, so the next one lasts until the live timer.
+    #[test]
+    fn cancelled_timers_end_at_most_one_wait_for_nothing() {
+        let mut driver = Driver::new(&DriverConfig::default()).unwrap();
+        let handle = driver.handle().clone();
+        let start = Instant::now();
+        let cancelled: Vec<_> = (1..=5)
+            .map(|ms| {
+                let at = start + Duration::from_millis(ms);
+                handle.timer_insert(at, Waker::noop().clone(), true)
+            })
+            .collect();
+        let fired = Arc::new(Flag(AtomicBool::new(false)));
+        let at = start + Duration::from_millis(20);
+        handle.timer_insert(at, Waker::from(fired.clone()), true);
+        for key in cancelled {
+            handle.timer_cancel(key);
+        }
+        let mut waits = 0;
+        while !fired.0.load(Ordering::SeqCst) {
+            driver.park(None).unwrap();
+            waits += 1;
+            assert!(
+                waits <= 2,
+                "a wait ended for nothing after the dead items were dropped"
+            );
+        }
+        assert!(Instant::now() >= at);
     }
 }
