@@ -83,16 +83,7 @@ impl Shared {
 impl Schedule for Arc<Shared> {
     fn schedule(&self, task: Task, at: Queue) {
         context::with_worker(|cx| match cx {
-            Some(cx) if ptr::eq(&*cx.shared, &**self) => {
-                let last = task.header().last_worker.load(Ordering::Relaxed);
-                if last != u32::MAX && last as usize != cx.index {
-                    self.remotes[cx.index]
-                        .metrics
-                        .cross_worker_wakes
-                        .add_owner(1);
-                }
-                cx.schedule_local(task, at)
-            }
+            Some(cx) if ptr::eq(&*cx.shared, &**self) => cx.schedule_local(task, at),
             _ => self.schedule_remote(task),
         })
     }
@@ -107,42 +98,68 @@ impl Schedule for Arc<Shared> {
 }
 
 impl WorkerCx {
+    /// Queues a task woken or spawned on this worker. The common case — a task that may run
+    /// anywhere, woken by the running task into an empty LIFO slot — is the short path here;
+    /// the rest is out of line.
+    #[inline]
     fn schedule_local(&self, task: Task, at: Queue) {
-        let shared = &*self.shared;
+        let header = task.header();
+        let last = header.last_worker.load(Ordering::Relaxed);
+        if last != u32::MAX && last as usize != self.index {
+            self.count_cross_worker_wake();
+        }
+        if header.placement != Placement::Any {
+            return self.schedule_pinned(task);
+        }
+        if at == Queue::Next && !self.in_dispatch.get() && self.shared.config.lifo_slot {
+            let displaced = self.queues().lifo.replace(task);
+            match displaced {
+                None => self.resume_nested(),
+                // The task that held the slot goes to the back of the queue.
+                Some(task) => self.push_back(task),
+            }
+        } else {
+            self.push_back(task);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn count_cross_worker_wake(&self) {
+        self.shared.remotes[self.index]
+            .metrics
+            .cross_worker_wakes
+            .add_owner(1);
+    }
+
+    /// A task pinned to a worker: that worker's inbox, or this worker's pinned queue.
+    #[inline(never)]
+    fn schedule_pinned(&self, task: Task) {
         match task.header().placement.worker() {
-            Some(w) if w != self.index => shared.push_inbox(w, task),
-            Some(_) => {
+            Some(w) if w != self.index => self.shared.push_inbox(w, task),
+            _ => {
                 self.queues().pinned.push_back(task);
                 self.resume_nested();
             }
-            None => {
-                let metrics = &shared.remotes[self.index].metrics;
-                let mut q = self.queues();
-                let to_queue =
-                    if at == Queue::Back || self.in_dispatch.get() || !shared.config.lifo_slot {
-                        Some(task)
-                    } else {
-                        q.lifo.replace(task)
-                    };
-                let Some(task) = to_queue else {
-                    drop(q);
-                    self.resume_nested();
-                    return;
-                };
-                if q.local.push_back(task, &shared.inject) {
-                    metrics.overflows.add_owner(1);
-                }
-                // Wake another worker only for work this one cannot start next: with a single
-                // queued task this worker runs it as soon as the current poll returns.
-                let surplus = q.local.len() + usize::from(q.lifo.is_some()) > 1;
-                drop(q);
-                self.resume_nested();
-                if self.in_dispatch.get() {
-                    self.notify_pending.set(true);
-                } else if surplus && shared.remotes.len() > 1 {
-                    shared.notify_parked();
-                }
-            }
+        }
+    }
+
+    /// Puts a task at the back of the local queue (the inject queue takes half of a full
+    /// one), and wakes another worker for work this one cannot start next.
+    fn push_back(&self, task: Task) {
+        let shared = &*self.shared;
+        let mut q = self.queues();
+        if q.local.push_back(task, &shared.inject) {
+            shared.remotes[self.index].metrics.overflows.add_owner(1);
+        }
+        // With a single queued task this worker runs it as soon as the current poll returns.
+        let surplus = q.local.len() + usize::from(q.lifo.is_some()) > 1;
+        drop(q);
+        self.resume_nested();
+        if self.in_dispatch.get() {
+            self.notify_pending.set(true);
+        } else if surplus && shared.remotes.len() > 1 {
+            shared.notify_parked();
         }
     }
 }
