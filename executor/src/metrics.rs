@@ -7,7 +7,7 @@ use std::thread::ThreadId;
 
 use weir_reactor::ReactorStats;
 
-use crate::shared::Shared;
+use crate::shared::{SOURCES, Shared, Source, WAITED_BUCKETS};
 
 /// A handle to a runtime's metrics; every call reads the live counters.
 #[derive(Clone)]
@@ -44,8 +44,71 @@ pub struct WorkerStats {
     pub cross_worker_wakes: u64,
     /// Tasks in the local queue right now.
     pub local_queue_depth: u64,
+    /// How long tasks waited in this worker's queues, counted in the worker's polls, by the
+    /// queue they were taken from.
+    pub polls_waited: PollsWaited,
     /// The worker's reactor: waits, events per wait, min_wait windows, timers, wake-ups.
     pub reactor: ReactorStats,
+}
+
+/// How many polls a worker made between queuing a task and polling it: a histogram per queue
+/// the task was taken from.
+///
+/// Bucket 0 counts tasks that ran next (0 polls in between); bucket `i` (1 ≤ `i` < 15) those
+/// that waited 2^(i−1) to 2^i − 1 polls; bucket 15 those that waited 2^14 polls or more
+/// ([`bucket_range`](Self::bucket_range)). Only tasks queued by the same worker that polls them
+/// are counted (a stolen task or one woken from another thread has no wait this worker saw).
+/// A worker that serves every ready task in order, as an event loop does, keeps every wait
+/// under the number of tasks ready at once.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PollsWaited {
+    /// Taken from the LIFO slot (woken by the task polled just before).
+    pub lifo: [u64; WAITED_BUCKETS],
+    /// Taken from the local queue, where they were queued.
+    pub local: [u64; WAITED_BUCKETS],
+    /// Queued when the local queue was full: taken from the queue that held the overflow.
+    pub overflow: [u64; WAITED_BUCKETS],
+    /// Taken from the inject queue.
+    pub inject: [u64; WAITED_BUCKETS],
+    /// `spawn_local` tasks, taken from the pinned queue.
+    pub pinned: [u64; WAITED_BUCKETS],
+}
+
+impl PollsWaited {
+    /// Number of buckets of each histogram.
+    pub const BUCKETS: usize = WAITED_BUCKETS;
+
+    /// The waits bucket `i` counts, in polls: `(low, Some(high))` inclusive, or `(low, None)`
+    /// for the last, open bucket.
+    ///
+    /// # Panics
+    /// If `i >= BUCKETS`.
+    pub fn bucket_range(i: usize) -> (u64, Option<u64>) {
+        assert!(i < WAITED_BUCKETS, "bucket {i} out of range");
+        match i {
+            0 => (0, Some(0)),
+            i if i == WAITED_BUCKETS - 1 => (1 << (i - 1), None),
+            i => (1 << (i - 1), Some((1 << i) - 1)),
+        }
+    }
+
+    /// The five histograms summed.
+    pub fn total(&self) -> [u64; WAITED_BUCKETS] {
+        let mut all = [0; WAITED_BUCKETS];
+        for h in [
+            &self.lifo,
+            &self.local,
+            &self.overflow,
+            &self.inject,
+            &self.pinned,
+        ] {
+            for (a, v) in all.iter_mut().zip(h) {
+                *a += v;
+            }
+        }
+        all
+    }
 }
 
 impl RuntimeMetrics {
@@ -73,6 +136,17 @@ impl RuntimeMetrics {
             io_steals: m.io_steals.get(),
             cross_worker_wakes: m.cross_worker_wakes.get(),
             local_queue_depth: r.steal.len() as u64,
+            polls_waited: {
+                let h = |s: Source| std::array::from_fn(|i| m.polls_waited[s as usize][i].get());
+                const _: () = assert!(SOURCES == 5);
+                PollsWaited {
+                    lifo: h(Source::Lifo),
+                    local: h(Source::Local),
+                    overflow: h(Source::Overflow),
+                    inject: h(Source::Inject),
+                    pinned: h(Source::Pinned),
+                }
+            },
             reactor: r.reactor.stats(),
         }
     }

@@ -14,7 +14,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use crate::context::{self, WorkerCx};
-use crate::shared::Shared;
+use crate::queue::Overflow;
+use crate::shared::{QueuedAt, Shared};
+use crate::shared_fifo::SharedFifo;
 use crate::task_core::{self, Header, Id, JoinHandle, Placement, Queue, Schedule, Task};
 
 impl Shared {
@@ -70,6 +72,7 @@ impl Shared {
             // Shutdown cancels every owned task; this queue entry would never run.
             return;
         }
+        task.header().queued_at.store(0, Ordering::Relaxed);
         match task.header().placement.worker() {
             Some(w) => self.push_inbox(w, task),
             None => {
@@ -104,6 +107,10 @@ impl WorkerCx {
     #[inline]
     fn schedule_local(&self, task: Task, at: Queue) {
         let header = task.header();
+        let polls = self.shared.remotes[self.index].metrics.polls.get();
+        header
+            .queued_at
+            .store(QueuedAt::on_worker(self.index, polls), Ordering::Relaxed);
         let last = header.last_worker.load(Ordering::Relaxed);
         if last != u32::MAX && last as usize != self.index {
             self.count_cross_worker_wake();
@@ -149,7 +156,7 @@ impl WorkerCx {
     fn push_back(&self, task: Task) {
         let shared = &*self.shared;
         let mut q = self.queues();
-        if q.local.push_back(task, &shared.inject) {
+        if q.local.push_back(task, &Spill(&shared.inject)) {
             shared.remotes[self.index].metrics.overflows.add_owner(1);
         }
         // With a single queued task this worker runs it as soon as the current poll returns.
@@ -161,6 +168,20 @@ impl WorkerCx {
         } else if surplus && shared.remotes.len() > 1 {
             shared.notify_parked();
         }
+    }
+}
+
+/// The overflow of a full local queue: marks each task as overflowed
+/// (`WorkerStats::polls_waited`) on its way to `0`.
+pub(crate) struct Spill<'a>(pub(crate) &'a SharedFifo<Task>);
+
+impl Overflow<Task> for Spill<'_> {
+    fn push_batch(&self, batch: impl Iterator<Item = Task>) {
+        self.0.push_batch(batch.inspect(|t| {
+            t.header()
+                .queued_at
+                .fetch_or(QueuedAt::OVERFLOW, Ordering::Relaxed);
+        }));
     }
 }
 

@@ -26,15 +26,15 @@ pub(crate) use idle::Idle;
 
 use crate::blocking;
 use crate::config::Config;
-use crate::inject::Inject;
 use crate::loom::Mutex;
 use crate::queue::{self, Local, Steal};
+use crate::shared_fifo::SharedFifo;
 use crate::task_core::{OwnedTasks, Task};
 
 /// Runtime-wide state.
 pub(crate) struct Shared {
     pub(crate) remotes: Box<[Remote]>,
-    pub(crate) inject: Inject<Task>,
+    pub(crate) inject: SharedFifo<Task>,
     pub(crate) idle: Idle,
     pub(crate) owned: OwnedTasks,
     pub(crate) config: Config,
@@ -96,6 +96,59 @@ pub(crate) struct WorkerMetrics {
     pub(crate) lifo_polls: Counter,
     pub(crate) io_steals: Counter,
     pub(crate) cross_worker_wakes: Counter,
+    /// Polls this worker made while a task waited in its queues, by the queue the task was
+    /// taken from ([`Source`]) and log2 bucket ([`waited_bucket`]).
+    pub(crate) polls_waited: [[Counter; WAITED_BUCKETS]; SOURCES],
+}
+
+/// Where a worker took the task it polls, for [`WorkerMetrics::polls_waited`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// The LIFO slot.
+    Lifo = 0,
+    /// The local queue, queued there directly.
+    Local = 1,
+    /// Queued behind a full local queue (wherever that put it), then taken from there or from
+    /// the local queue it was moved back into.
+    Overflow = 2,
+    /// The inject queue (spawned or woken outside this worker).
+    Inject = 3,
+    /// The pinned (`spawn_local`) queue.
+    Pinned = 4,
+}
+
+/// Number of [`Source`]s.
+pub(crate) const SOURCES: usize = 5;
+/// Buckets of [`WorkerMetrics::polls_waited`]: 0 polls, 1, 2–3, 4–7, …, 2^14 and more.
+pub(crate) const WAITED_BUCKETS: usize = 16;
+
+/// The bucket of a wait of `polls` polls.
+#[inline]
+pub(crate) fn waited_bucket(polls: u32) -> usize {
+    ((32 - polls.leading_zeros()) as usize).min(WAITED_BUCKETS - 1)
+}
+
+/// The value of `Header::queued_at`: the queuing worker (plus one; 0 for a task queued off the
+/// workers) in the high half, that worker's poll count in the low 31 bits, and bit 31 set once
+/// the task went to the overflow of a full local queue.
+pub(crate) struct QueuedAt;
+
+impl QueuedAt {
+    pub(crate) const OVERFLOW: u64 = 1 << 31;
+
+    #[inline]
+    pub(crate) fn on_worker(worker: usize, polls: u64) -> u64 {
+        ((worker as u64 + 1) << 32) | (polls & 0x7fff_ffff)
+    }
+
+    /// The polls `worker` made since `stamp`, if `worker` queued it, and whether it overflowed.
+    #[inline]
+    pub(crate) fn waited(stamp: u64, worker: usize, polls: u64) -> Option<(u32, bool)> {
+        (stamp >> 32 == worker as u64 + 1).then(|| {
+            let waited = (polls as u32).wrapping_sub(stamp as u32) & 0x7fff_ffff;
+            (waited, stamp & Self::OVERFLOW != 0)
+        })
+    }
 }
 
 /// Everything a worker owns; moves to the thread that runs it.
@@ -187,7 +240,7 @@ impl Shared {
         }
         let shared = Arc::new(Shared {
             remotes: remotes.into_boxed_slice(),
-            inject: Inject::new(),
+            inject: SharedFifo::new(),
             idle: Idle::new(n),
             owned: OwnedTasks::new(n * 4),
             config,

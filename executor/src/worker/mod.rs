@@ -65,7 +65,8 @@ pub(crate) use handoff::block_in_place;
 
 use crate::context::{self, SetWorker, WorkerCx};
 use crate::queue;
-use crate::shared::{Core, Remote, Shared};
+use crate::schedule::Spill;
+use crate::shared::{Core, QueuedAt, Remote, Shared, Source, waited_bucket};
 use crate::task_core::{self, Task};
 
 /// Polls of the LIFO slot in a row before it yields to the queue.
@@ -272,21 +273,24 @@ impl Worker<'_> {
             return Step::Exit;
         }
         let root_woken = root.as_ref().map(|r| &r.woken.woken);
-        let task = match self.next_task().or_else(|| self.search()) {
-            Some(task) => task,
+        let next = self
+            .next_task()
+            .or_else(|| self.search().map(|t| (t, Source::Local)));
+        let (task, source) = match next {
+            Some(next) => next,
             None => match self.spin(root_woken) {
-                park::Spin::Found(Some(task)) => task,
+                park::Spin::Found(Some(next)) => next,
                 park::Spin::Found(None) => return Step::Ran,
                 park::Spin::GaveUp => return Step::Idle,
             },
         };
-        match self.run_task(task) {
+        match self.run_task(task, source) {
             Ran::Here => Step::Ran,
             Ran::HandedOver => Step::Exit,
         }
     }
 
-    fn run_task(&mut self, task: Task) -> Ran {
+    fn run_task(&mut self, task: Task, source: Source) -> Ran {
         let core = self.core();
         if core.searching {
             core.searching = false;
@@ -294,11 +298,18 @@ impl Worker<'_> {
                 self.shared.notify_parked();
             }
         }
-        self.remote.metrics.polls.add_owner(1);
-        let index = self.core().index as u32;
-        task.header()
-            .last_worker
-            .store(index, std::sync::atomic::Ordering::Relaxed);
+        let index = self.cx.index;
+        let m = &self.remote.metrics;
+        let polls = m.polls.get();
+        m.polls.add_owner(1);
+        let header = task.header();
+        if let Some((waited, overflowed)) =
+            QueuedAt::waited(header.queued_at.load(Ordering::Relaxed), index, polls)
+        {
+            let source = if overflowed { Source::Overflow } else { source };
+            m.polls_waited[source as usize][waited_bucket(waited)].add_owner(1);
+        }
+        header.last_worker.store(index as u32, Ordering::Relaxed);
         // While the task polls, the core is lent to the thread's worker context, where
         // `block_in_place` may hand it to another thread.
         self.cx.lent.set(self.core.take());
@@ -319,7 +330,7 @@ impl Worker<'_> {
         !self.cx.queues().local.is_empty() || !self.shared.inject.is_empty()
     }
 
-    fn next_task(&mut self) -> Option<Task> {
+    fn next_task(&mut self) -> Option<(Task, Source)> {
         let core = self.core();
         core.tick = core.tick.wrapping_add(1);
         let tick = core.tick;
@@ -330,7 +341,7 @@ impl Worker<'_> {
         if tick.is_multiple_of(cfg.global_queue_interval)
             && let Some(t) = self.shared.inject.pop()
         {
-            return Some(t);
+            return Some((t, Source::Inject));
         }
         let cx = self.cx;
         let mut q = cx.queues();
@@ -338,9 +349,9 @@ impl Worker<'_> {
             if self.core().lifo_polls < MAX_LIFO_POLLS {
                 self.core().lifo_polls += 1;
                 self.remote.metrics.lifo_polls.add_owner(1);
-                return Some(t);
+                return Some((t, Source::Lifo));
             }
-            if q.local.push_back(t, &self.shared.inject) {
+            if q.local.push_back(t, &Spill(&self.shared.inject)) {
                 self.remote.metrics.overflows.add_owner(1);
             }
         }
@@ -351,16 +362,22 @@ impl Worker<'_> {
             self.remote.inbox_len.store(0, Ordering::Release);
         }
         let local_first = tick & 1 == 0;
+        let local = |q: &mut crate::shared::Queues| q.local.pop().map(|t| (t, Source::Local));
+        let pinned =
+            |q: &mut crate::shared::Queues| q.pinned.pop_front().map(|t| (t, Source::Pinned));
         let t = if local_first {
-            q.local.pop().or_else(|| q.pinned.pop_front())
+            local(&mut q).or_else(|| pinned(&mut q))
         } else {
-            q.pinned.pop_front().or_else(|| q.local.pop())
+            pinned(&mut q).or_else(|| local(&mut q))
         };
         if t.is_some() {
             return t;
         }
         let n = (self.shared.inject.len() / self.shared.remotes.len()).min(queue::CAPACITY / 2);
-        self.shared.inject.pop_batch_into(n, &mut q.local)
+        self.shared
+            .inject
+            .pop_batch_into(n, &mut q.local)
+            .map(|t| (t, Source::Inject))
     }
 
     /// Polls the reactor without blocking (fairness with busy tasks), and collects the events
