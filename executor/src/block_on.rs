@@ -47,11 +47,11 @@ pub(crate) fn block_on<F: Future>(shared: &Arc<Shared>, future: Pin<&mut F>) -> 
         // No reactor of its own: a timer armed by the future goes to a worker's reactor, which
         // has shut down, and refuses it (as tokio does), rather than fire on a runtime that no
         // longer runs.
-        return parked(shared, future, &Arc::new(Parker::new()));
+        return parked(future, &Arc::new(Parker::new()));
     }
     match take_driver(shared) {
         Some(driver) => multi_thread(shared, driver, future),
-        None => parked(shared, future, &Arc::new(Parker::new())),
+        None => parked(future, &Arc::new(Parker::new())),
     }
 }
 
@@ -165,7 +165,7 @@ fn multi_thread<F: Future>(shared: &Shared, driver: Driver, mut future: Pin<&mut
     let mut rewoken = 0u32;
     loop {
         state.notified.store(false, Ordering::SeqCst);
-        if let Poll::Ready(v) = poll_root(shared, future.as_mut(), &mut cx) {
+        if let Poll::Ready(v) = poll_root(future.as_mut(), &mut cx) {
             return v;
         }
         if state.notified.load(Ordering::SeqCst) {
@@ -191,19 +191,8 @@ fn multi_thread<F: Future>(shared: &Shared, driver: Driver, mut future: Pin<&mut
     }
 }
 
-/// One poll of a `block_on` future, with a full cooperative budget: weir's, and tokio's too
-/// when the runtime has a tokio compat runtime.
-fn poll_root<F: Future>(
-    shared: &Shared,
-    fut: Pin<&mut F>,
-    cx: &mut Context<'_>,
-) -> Poll<F::Output> {
-    #[cfg(feature = "tokio-compat")]
-    if shared.config.compat.is_on() {
-        crate::compat::fresh_tokio_budget();
-    }
-    #[cfg(not(feature = "tokio-compat"))]
-    let _ = shared;
+/// One poll of a `block_on` future, with a full cooperative budget.
+fn poll_root<F: Future>(fut: Pin<&mut F>, cx: &mut Context<'_>) -> Poll<F::Output> {
     coop::budget(|| fut.poll(cx))
 }
 
@@ -225,11 +214,11 @@ impl Drop for TimerSlack {
 }
 
 /// Polls `future` here, parking on `parker` between polls (its waker unparks it).
-fn parked<F: Future>(shared: &Shared, mut future: Pin<&mut F>, parker: &Arc<Parker>) -> F::Output {
+fn parked<F: Future>(mut future: Pin<&mut F>, parker: &Arc<Parker>) -> F::Output {
     let waker = Waker::from(parker.clone());
     let mut cx = Context::from_waker(&waker);
     loop {
-        if let Poll::Ready(v) = poll_root(shared, future.as_mut(), &mut cx) {
+        if let Poll::Ready(v) = poll_root(future.as_mut(), &mut cx) {
             return v;
         }
         parker.park();
@@ -270,7 +259,7 @@ fn current_thread<F: Future>(shared: &Arc<Shared>, mut future: Pin<&mut F>) -> F
                 Err(panic) => std::panic::resume_unwind(panic),
             }
         }
-        if let Poll::Ready(v) = poll_root(shared, future.as_mut(), &mut cx) {
+        if let Poll::Ready(v) = poll_root(future.as_mut(), &mut cx) {
             return v;
         }
         if shared.is_shutdown() {
