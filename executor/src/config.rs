@@ -2,7 +2,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::compat::CompatHandle;
+use crate::tokio_runtimes::TokioHandles;
 
 /// Executor settings every worker reads (validated by the builder).
 #[derive(Clone, Debug)]
@@ -15,8 +15,9 @@ pub(crate) struct Config {
     pub(crate) busy_poll: Duration,
     /// Whether tasks woken by a running task use the LIFO slot.
     pub(crate) lifo_slot: bool,
-    /// The tokio compat runtime entered by every thread that enters this runtime.
-    pub(crate) compat: CompatHandle,
+    /// The tokio runtime entered by every thread that enters this runtime (tokio
+    /// compatibility).
+    pub(crate) tokio: TokioHandles,
     /// The runtime's name (`Builder::name`).
     pub(crate) name: Option<String>,
     /// The user's thread callbacks.

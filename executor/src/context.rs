@@ -7,10 +7,9 @@
 //! * the worker it runs, if any ([`WorkerCx`]): where tasks it wakes or spawns are queued;
 //! * the `block_on` blocked on this thread, if any (`block_on.rs`).
 //!
-//! Two thread-locals live below this module instead, since what they serve is imported by it
-//! (a field here would make the layers import each other): the id of the task being polled,
-//! kept by the task machinery (`task_core/id.rs`), and with tokio compatibility the guard that
-//! refills tokio's budget (`compat.rs`).
+//! The id of the task being polled lives below this module instead, in a thread-local of the
+//! task machinery (`task_core/id.rs`), since this module imports that one (a field here would
+//! make the layers import each other).
 //!
 //! Everything here may run while the thread exits, after this thread-local has been destroyed
 //! (a runtime kept in a `thread_local!` shuts down from that thread-local's destructor): every
@@ -24,7 +23,7 @@ use std::ptr;
 use std::sync::Arc;
 use std::thread::ThreadId;
 
-use crate::compat::CompatGuard;
+use crate::tokio_runtimes::TokioEnterGuard;
 use crate::shared::{Core, Queues, Shared};
 
 struct Context {
@@ -72,8 +71,8 @@ pub struct EnterGuard<'a> {
     // the borrow of the runtime it came from.
     _current: SetCurrent,
     _reactor: Option<weir_reactor::ReactorEnterGuard>,
-    /// The runtime's tokio compat runtime, if it has one.
-    _compat: CompatGuard<'a>,
+    /// The runtime's tokio runtime, if it has one.
+    _tokio: TokioEnterGuard<'a>,
     _not_send: PhantomData<*const ()>,
 }
 
@@ -84,14 +83,14 @@ struct SetCurrent {
     depth: usize,
 }
 
-/// Enters the runtime of `shared` (and its tokio compat runtime, if any); `reactor` is the
+/// Enters the runtime of `shared` (and its tokio runtime, if any); `reactor` is the
 /// reactor guard to hold alongside (none on workers, which enter their own reactor as its
 /// owner).
 pub(crate) fn enter(
     shared: &Arc<Shared>,
     reactor: Option<weir_reactor::ReactorEnterGuard>,
 ) -> EnterGuard<'_> {
-    let compat = shared.config.compat.enter();
+    let tokio = shared.config.tokio.enter();
     let current = CONTEXT
         .try_with(|c| {
             let prev = c.handle.replace(Some(shared.clone()));
@@ -106,7 +105,7 @@ pub(crate) fn enter(
     EnterGuard {
         _current: current,
         _reactor: reactor,
-        _compat: compat,
+        _tokio: tokio,
         _not_send: PhantomData,
     }
 }

@@ -18,9 +18,11 @@
 //! * **Runtime-wide state** (`shared/`): each worker's remote part and core, the inject queue,
 //!   the sleep/wake protocol (`shared/idle.rs`), the live tasks, the blocking pool.
 //! * **The thread's context** (`context.rs`): the runtime a thread is in, the worker it runs
-//!   and the `block_on` blocked on it. The executor's two other thread-locals sit below it:
-//!   the polled task's id (`task_core/id.rs`) and, with tokio compatibility, the guard that
-//!   refills tokio's budget (`compat.rs`).
+//!   and the `block_on` blocked on it. The executor's other thread-local sits below it: the
+//!   polled task's id (`task_core/id.rs`).
+//! * **tokio runtimes** (`tokio_runtimes/`, feature `tokio-compat`): the tokio runtimes a weir
+//!   runtime owns for libraries that call tokio's runtime APIs; the only module that names the
+//!   feature (without it, a stub with the same API).
 //! * **Scheduling** (`schedule.rs`): where a spawned or woken task is queued.
 //! * **Placement** (`placement.rs`): which worker's reactor a thread, an accepted connection or
 //!   a NIC receive queue goes to.
@@ -32,7 +34,7 @@
 //!   `block_on`), the **[`Builder`]** (`builder/`) and the **metrics** (`metrics.rs`).
 //!
 //! The modules are layered, leaves first; each uses only modules before it in this order:
-//! `loom`, `compat`, `config`, `queue`, `shared_fifo`, `parker`, `task_core`, `blocking`, `shared`,
+//! `loom`, `tokio_runtimes`, `config`, `queue`, `shared_fifo`, `parker`, `task_core`, `blocking`, `shared`,
 //! `context`, `schedule`, `placement`, `worker`, `metrics`, `handle`, `runtime`, `builder`,
 //! `task`. (The blocking pool reaches the runtime it serves through the `blocking::Enter`
 //! trait, given with each spawn.)
@@ -46,7 +48,6 @@
 mod block_on;
 mod blocking;
 mod builder;
-mod compat;
 mod config;
 mod context;
 mod handle;
@@ -61,6 +62,7 @@ mod shared;
 mod shared_fifo;
 pub mod task;
 mod task_core;
+mod tokio_runtimes;
 mod worker;
 
 use std::future::Future;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use weir_config::Flavor;
 
-use crate::compat::CompatRuntime;
+use crate::tokio_runtimes::TokioRuntimes;
 use crate::context::{self, EnterGuard};
 use crate::handle::Handle;
 use crate::metrics::RuntimeMetrics;
@@ -40,8 +40,8 @@ pub struct Runtime {
     flavor: Flavor,
     /// The threads started for the workers (a worker may move to a blocking-pool thread).
     threads: Vec<thread::JoinHandle<()>>,
-    /// The tokio compat runtime (feature `tokio-compat`), shut down after weir's tasks.
-    compat: CompatRuntime,
+    /// The tokio runtimes (tokio compatibility), shut down after weir's tasks.
+    tokio: TokioRuntimes,
     done: bool,
 }
 
@@ -58,13 +58,13 @@ impl Runtime {
         shared: Arc<Shared>,
         flavor: Flavor,
         threads: Vec<thread::JoinHandle<()>>,
-        compat: CompatRuntime,
+        tokio: TokioRuntimes,
     ) -> Runtime {
         Runtime {
             handle: Handle { shared },
             flavor,
             threads,
-            compat,
+            tokio,
             done: false,
         }
     }
@@ -223,7 +223,7 @@ impl Runtime {
             cores.extend(shared.stopped_cores.lock().drain(..));
         }
         // tokio-spawned tasks may hold weir sockets: drop them while the reactors still exist.
-        self.compat.shutdown(deadline);
+        self.tokio.shutdown(deadline);
         drop(cores);
         // The idle reactors of `block_on` callers: their fds close here, not with the last handle.
         drop(std::mem::take(&mut *shared.block_on_drivers.lock()));

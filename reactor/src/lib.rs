@@ -53,7 +53,7 @@ pub mod time;
 
 pub use config::{DEFAULT_TIMER_SPIN, DriverConfig, MAX_EVENTS_LIMIT};
 pub use context::{ReactorEnterGuard, TimerHomeGuard};
-pub use driver::{Driver, NestedPark, ReactorHandle};
+pub use driver::{Driver, NestTimer, NestedPark, ReactorHandle};
 pub use io::{AsyncFd, AsyncFdReadyGuard, ReadyEvent, Registration};
 pub use metrics::ReactorStats;
 pub use min_wait::MinWait;

@@ -18,7 +18,7 @@ use super::{
     MAX_WORKERS, MIN_STACK_SIZE, MIN_WAIT_ENV, RECV_MULTISHOT_ENV,
 };
 use crate::blocking;
-use crate::compat::{CompatMode, CompatRuntime};
+use crate::tokio_runtimes::{self, TokioMode, TokioRuntimes};
 use crate::config::Config;
 use crate::context;
 use crate::runtime::Runtime;
@@ -124,14 +124,14 @@ impl Builder {
                 "thread_stack_size = {s}: must be at least {MIN_STACK_SIZE} bytes"
             )));
         }
-        if let CompatMode::Sidecar(n) = self.tokio_compat
+        if let TokioMode::Sidecar(n) = self.tokio_compat
             && n > MAX_WORKERS
         {
             return Err(bad(format!(
                 "tokio_compat_threads = {n}: must be at most {MAX_WORKERS}"
             )));
         }
-        if self.tokio_compat != CompatMode::Off && !cfg!(feature = "tokio-compat") {
+        if self.tokio_compat != TokioMode::Off && !tokio_runtimes::ENABLED {
             return Err(bad("tokio_compat needs weir's `tokio-compat` feature: \
                  weir = { version = \"…\", features = [\"tokio-compat\"] }"
                 .to_string()));
@@ -242,22 +242,22 @@ impl Builder {
             self.hooks.clone(),
             clock,
         );
-        let compat_mode = match self.tokio_compat {
+        let tokio_mode = match self.tokio_compat {
             // A ring cannot be waited on from inside tokio: tokio's work runs beside it.
-            CompatMode::PerWorker if drivers.iter().any(|d| d.nest_fd().is_none()) => {
+            TokioMode::PerWorker if drivers.iter().any(|d| d.nest_fd().is_none()) => {
                 tracing::debug!(target: "weir::worker", backend = ?built, "this backend cannot be nested in tokio: the tokio compat runtime runs beside the workers");
-                CompatMode::Sidecar(1)
+                TokioMode::Sidecar(1)
             }
             m => m,
         };
-        let (compat_runtime, compat) =
-            CompatRuntime::start(compat_mode, workers, &self.thread_name)?;
+        let (tokio_runtimes, tokio) =
+            TokioRuntimes::start(tokio_mode, workers, &self.thread_name)?;
         let config = Config {
             event_interval: self.event_interval,
             global_queue_interval: self.global_queue_interval,
             busy_poll: self.busy_poll,
             lifo_slot: self.lifo_slot,
-            compat,
+            tokio,
             name: self.name.clone(),
             hooks: self.hooks.clone(),
             // The backend the workers got; a reactor that cannot be built on it falls back.
@@ -282,11 +282,11 @@ impl Builder {
                 shared,
                 self.flavor,
                 Vec::new(),
-                compat_runtime,
+                tokio_runtimes,
             ));
         }
         let mut threads = Vec::with_capacity(workers);
-        let mut compat_runtime = Some(compat_runtime);
+        let mut tokio_runtimes = Some(tokio_runtimes);
         for core in cores {
             let index = core.index;
             let mut b = thread::Builder::new().name(format!("{}-worker-{index}", self.thread_name));
@@ -305,7 +305,7 @@ impl Builder {
                         shared,
                         self.flavor,
                         threads,
-                        compat_runtime.take().unwrap_or_default(),
+                        tokio_runtimes.take().unwrap_or_default(),
                     ));
                     return Err(e);
                 }
@@ -315,7 +315,7 @@ impl Builder {
             shared,
             self.flavor,
             threads,
-            compat_runtime.unwrap_or_default(),
+            tokio_runtimes.unwrap_or_default(),
         ))
     }
 }

@@ -15,7 +15,7 @@ use weir_config::Flavor;
 use weir_reactor::os::linux::KernelBusyPoll;
 use weir_reactor::{Backend, MinWait};
 
-use crate::compat::CompatMode;
+use crate::tokio_runtimes::TokioMode;
 use crate::config::Hooks;
 
 /// The environment variable that chooses the reactor backend of a runtime whose builder was
@@ -85,7 +85,7 @@ pub struct Builder {
     kernel_busy_poll_strict: bool,
     pin_workers: bool,
     timer_spin: Duration,
-    tokio_compat: CompatMode,
+    tokio_compat: TokioMode,
     name: Option<String>,
     hooks: Hooks,
     start_paused: bool,
@@ -115,7 +115,7 @@ impl Builder {
             kernel_busy_poll_strict: false,
             timer_spin: weir_reactor::DEFAULT_TIMER_SPIN,
             pin_workers: false,
-            tokio_compat: CompatMode::Off,
+            tokio_compat: TokioMode::Off,
             name: None,
             hooks: Hooks::default(),
             start_paused: false,
@@ -464,9 +464,9 @@ impl Builder {
     /// `InvalidInput`.
     pub fn tokio_compat(&mut self, on: bool) -> &mut Builder {
         self.tokio_compat = match (on, self.tokio_compat) {
-            (false, _) => CompatMode::Off,
-            (true, CompatMode::Sidecar(n)) => CompatMode::Sidecar(n),
-            (true, _) => CompatMode::PerWorker,
+            (false, _) => TokioMode::Off,
+            (true, TokioMode::Sidecar(n)) => TokioMode::Sidecar(n),
+            (true, _) => TokioMode::PerWorker,
         };
         self
     }
@@ -478,9 +478,9 @@ impl Builder {
     /// (`tokio::task::block_in_place`). At most [`MAX_WORKERS`].
     pub fn tokio_compat_threads(&mut self, n: usize) -> &mut Builder {
         self.tokio_compat = if n == 0 {
-            CompatMode::Off
+            TokioMode::Off
         } else {
-            CompatMode::Sidecar(n)
+            TokioMode::Sidecar(n)
         };
         self
     }

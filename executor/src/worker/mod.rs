@@ -46,7 +46,6 @@
 //! (`handoff.rs`).
 
 mod handoff;
-#[cfg(feature = "tokio-compat")]
 mod nested;
 mod park;
 mod steal;
@@ -124,8 +123,6 @@ pub(crate) fn run<F: Future>(
             shared,
             remote,
             core: Some(core),
-            #[cfg(feature = "tokio-compat")]
-            tokio_budget: shared.config.compat.is_on(),
         };
         tracing::debug!(target: "weir::worker", worker = index, "worker started");
         // Task panics are caught per poll; only the root future's panic gets here.
@@ -174,7 +171,6 @@ enum Exit<T> {
     Done(T),
     Stopped,
     /// Only in tokio compatibility: the worker's tokio runtime is free again; go run inside it.
-    #[cfg_attr(not(feature = "tokio-compat"), allow(dead_code))]
     Nest,
 }
 
@@ -203,9 +199,6 @@ struct Worker<'a> {
     remote: &'a Remote,
     /// `None` only while a task polls (the core is lent to `cx`) or after it was handed over.
     core: Option<Box<Core>>,
-    /// The runtime has a tokio compat runtime: every poll gets a full tokio budget too.
-    #[cfg(feature = "tokio-compat")]
-    tokio_budget: bool,
 }
 
 impl Worker<'_> {
@@ -227,8 +220,7 @@ impl Worker<'_> {
                 woken: waker,
             }
         });
-        #[cfg(feature = "tokio-compat")]
-        if let Some(tokio) = self.shared.config.compat.worker(self.cx.index) {
+        if let Some(tokio) = self.shared.config.tokio.worker(self.cx.index) {
             return nested::run_modes(self, &mut root, tokio).done();
         }
         self.plain_loop(&mut root, || false).done()
@@ -261,10 +253,6 @@ impl Worker<'_> {
             && r.woken.woken.swap(false, Ordering::SeqCst)
         {
             let mut cx = Context::from_waker(&r.waker);
-            #[cfg(feature = "tokio-compat")]
-            if self.tokio_budget {
-                crate::compat::fresh_tokio_budget();
-            }
             if let Poll::Ready(v) = coop::budget(|| r.fut.as_mut().poll(&mut cx)) {
                 return Step::Done(v);
             }
@@ -313,10 +301,6 @@ impl Worker<'_> {
         // While the task polls, the core is lent to the thread's worker context, where
         // `block_in_place` may hand it to another thread.
         self.cx.lent.set(self.core.take());
-        #[cfg(feature = "tokio-compat")]
-        if self.tokio_budget {
-            crate::compat::fresh_tokio_budget();
-        }
         task.run();
         self.core = self.cx.lent.take();
         if self.core.is_some() {

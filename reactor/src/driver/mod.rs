@@ -41,7 +41,7 @@ mod timers;
 mod wait;
 
 use clock::Clock;
-pub use nested::NestedPark;
+pub use nested::{NestTimer, NestedPark};
 use registrations::Registrations;
 pub(crate) use registrations::gone;
 pub use scheduled_io::ReadyEvent;

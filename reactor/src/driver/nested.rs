@@ -180,3 +180,52 @@ impl Driver {
         Ok((woken, more))
     }
 }
+
+/// The timer the outer loop watches beside [`Driver::nest_fd`] while the reactor is parked in
+/// it: set to [`NestedPark::wake_at`] with [`arm`](Self::arm), it becomes readable then (a
+/// timerfd; Linux only, [`new`](Self::new) fails elsewhere).
+#[derive(Debug)]
+pub struct NestTimer {
+    fd: crate::sys::TimerFd,
+    /// When it is set to fire (`None`: disarmed, or fired).
+    armed: Option<Instant>,
+}
+
+impl NestTimer {
+    /// A disarmed timer.
+    ///
+    /// # Errors
+    /// The OS error of `timerfd_create`; `Unsupported` off Linux.
+    pub fn new() -> io::Result<NestTimer> {
+        Ok(NestTimer {
+            fd: crate::sys::TimerFd::new()?,
+            armed: None,
+        })
+    }
+
+    /// The fd the outer loop watches: readable once the timer fired.
+    pub fn fd(&self) -> RawFd {
+        use std::os::fd::AsRawFd;
+        self.fd.as_raw_fd()
+    }
+
+    /// Makes the timer fire at `at` at the latest (`now`: the caller's clock reading). A timer
+    /// set earlier, still ahead, is left: waking early costs one turn of the outer loop,
+    /// setting it again costs a system call per park.
+    pub fn arm(&mut self, at: Instant, now: Instant) {
+        if self.armed.is_some_and(|a| a <= at && a > now) {
+            return;
+        }
+        match self.fd.set(at.saturating_duration_since(now)) {
+            Ok(()) => self.armed = Some(at),
+            Err(e) => {
+                tracing::error!(target: "weir::reactor", error = %e, "timerfd_settime failed; weir's timers may be late");
+            }
+        }
+    }
+
+    /// The outer loop saw the timer fire: the next [`arm`](Self::arm) sets it again.
+    pub fn fired(&mut self) {
+        self.armed = None;
+    }
+}

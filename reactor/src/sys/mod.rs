@@ -11,7 +11,8 @@
 //! is a trait method, with a default where a backend may lack it.
 //!
 //! Nothing above this module names an OS call; the few this file's backends share live in
-//! their own files (`eventfd.rs`). The min_wait window is built on
+//! their own files (`eventfd.rs`), as does the timerfd a nested reactor's outer loop
+//! waits on (`timerfd.rs`). The min_wait window is built on
 //! [`Selector::select`] in one place for every backend without native support
 //! ([`crate::min_wait`]).
 //!
@@ -63,8 +64,11 @@ mod mio;
 #[cfg(target_os = "linux")]
 pub(crate) mod uring;
 
+mod timerfd;
+
 #[cfg(target_os = "linux")]
 pub(crate) use eventfd::signal_eventfd;
+pub(crate) use timerfd::TimerFd;
 
 /// The token reserved for the wake handle's events.
 pub(crate) const WAKE_TOKEN: u64 = u64::MAX;
