@@ -38,16 +38,21 @@ use crate::worker;
 /// The index the reactors of `block_on` callers report in tracing and metrics.
 pub(crate) const BLOCK_ON_INDEX: usize = usize::MAX - 1;
 
-/// Runs `future` to completion on this thread (the caller has entered the runtime).
+/// Runs `future` to completion on this thread (the caller has entered the runtime). Each poll
+/// fills the cooperative budget; the thread's own comes back when this returns.
 pub(crate) fn block_on<F: Future>(shared: &Arc<Shared>, future: Pin<&mut F>) -> F::Output {
+    coop::scope(|| polls(shared, future))
+}
+
+fn polls<F: Future>(shared: &Arc<Shared>, future: Pin<&mut F>) -> F::Output {
+    if shared.is_shutdown() {
+        // The future still runs here, as with tokio. No reactor of its own: a timer armed by
+        // the future goes to the runtime's reactor, which has shut down, and refuses it (as
+        // tokio does), rather than fire on a runtime that no longer runs.
+        return parked(future, &Arc::new(Parker::new()));
+    }
     if shared.is_current_thread() {
         return current_thread(shared, future);
-    }
-    if shared.is_shutdown() {
-        // No reactor of its own: a timer armed by the future goes to a worker's reactor, which
-        // has shut down, and refuses it (as tokio does), rather than fire on a runtime that no
-        // longer runs.
-        return parked(future, &Arc::new(Parker::new()));
     }
     match take_driver(shared) {
         Some(driver) => multi_thread(shared, driver, future),
@@ -255,7 +260,8 @@ fn current_thread<F: Future>(shared: &Arc<Shared>, mut future: Pin<&mut F>) -> F
             }
             match out {
                 Ok(Some(v)) => return v,
-                Ok(None) => panic!("the weir runtime shut down while block_on was waiting"),
+                // Shut down (through another handle) while this thread drove it.
+                Ok(None) => return parked(future, &parker),
                 Err(panic) => std::panic::resume_unwind(panic),
             }
         }
@@ -263,7 +269,7 @@ fn current_thread<F: Future>(shared: &Arc<Shared>, mut future: Pin<&mut F>) -> F
             return v;
         }
         if shared.is_shutdown() {
-            panic!("the weir runtime shut down while block_on was waiting");
+            return parked(future, &parker);
         }
         {
             let mut waiters = shared.core_waiters.lock();

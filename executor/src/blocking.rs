@@ -215,7 +215,8 @@ impl Pool {
         }
         let pool = self.clone();
         let rt = rt.clone();
-        let h = b.spawn(move || rt.enter(|| pool.thread_main()))?;
+        // Its tasks' polls fill the cooperative budget; nothing else runs on the thread.
+        let h = b.spawn(move || rt.enter(|| weir_reactor::coop::scope(|| pool.thread_main())))?;
         state.threads.retain(|t| !t.is_finished());
         state.threads.push(h);
         Ok(())

@@ -83,7 +83,8 @@ pub fn unconstrained<F: Future>(inner: F) -> Unconstrained<F> {
 /// Cancel safe: a yield that is dropped spent nothing.
 pub async fn consume_budget() {
     poll_fn(|cx| {
-        ready!(coop::poll_proceed(cx)).made_progress();
+        ready!(coop::poll_budget(cx));
+        coop::spend();
         Poll::Ready(())
     })
     .await

@@ -300,9 +300,9 @@ impl<T: 'static> JoinSet<T> {
             return Poll::Ready(None);
         }
         // One unit of the task's budget per task joined, as for awaiting a `JoinHandle`.
-        let coop = ready!(coop::poll_proceed(cx));
+        ready!(coop::poll_budget(cx));
         let out = ready!(self.poll_next(cx, Wait::Register));
-        coop.made_progress();
+        coop::spend();
         Poll::Ready(out)
     }
 

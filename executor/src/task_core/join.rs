@@ -86,9 +86,9 @@ impl<T> Future for JoinHandle<T> {
     type Output = Result<T, JoinError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let coop = ready!(coop::poll_proceed(cx));
+        ready!(coop::poll_budget(cx));
         let out = ready!(self.raw.poll_join(cx));
-        coop.made_progress();
+        coop::spend();
         Poll::Ready(out)
     }
 }

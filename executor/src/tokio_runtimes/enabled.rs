@@ -14,6 +14,7 @@ use std::time::Instant;
 use parking_lot::MutexGuard;
 use tokio::io::Interest;
 use tokio::io::unix::{AsyncFd, AsyncFdReadyGuard};
+use weir_reactor::coop;
 
 use super::TokioMode;
 
@@ -108,6 +109,9 @@ impl AsRawFd for Fd {
 
 /// The fds tokio watches for a parked worker: its reactor (readable with weir's I/O and
 /// wake-ups from other threads) and the timer set to its nearest deadline.
+///
+/// Their readiness is polled without tokio's cooperative budget: the worker's weir tasks may
+/// have spent it, and a check of the worker's own fds is no task's work.
 pub(crate) struct NestWatch {
     reactor: AsyncFd<Fd>,
     timer: AsyncFd<Fd>,
@@ -116,12 +120,15 @@ pub(crate) struct NestWatch {
 impl NestWatch {
     /// `true` if tokio already saw either fd readable; otherwise `cx` is woken when one is.
     pub(crate) fn poll_any(&self, cx: &mut Context<'_>) -> bool {
-        self.reactor.poll_read_ready(cx).is_ready() || self.timer.poll_read_ready(cx).is_ready()
+        coop::unconstrained(|| {
+            self.reactor.poll_read_ready(cx).is_ready()
+                || self.timer.poll_read_ready(cx).is_ready()
+        })
     }
 
     /// `true` if the timer fired; its readiness is cleared.
     pub(crate) fn take_timer(&self, cx: &mut Context<'_>) -> bool {
-        match self.timer.poll_read_ready(cx) {
+        match coop::unconstrained(|| self.timer.poll_read_ready(cx)) {
             Poll::Ready(Ok(mut g)) => {
                 g.clear_ready();
                 true
@@ -132,7 +139,7 @@ impl NestWatch {
 
     /// The reactor's readiness as tokio saw it; cleared with [`ReactorReady::clear`].
     pub(crate) fn poll_reactor(&self, cx: &mut Context<'_>) -> Option<ReactorReady<'_>> {
-        match self.reactor.poll_read_ready(cx) {
+        match coop::unconstrained(|| self.reactor.poll_read_ready(cx)) {
             Poll::Ready(Ok(g)) => Some(ReactorReady(g)),
             _ => None,
         }

@@ -125,8 +125,11 @@ pub(crate) fn run<F: Future>(
             core: Some(core),
         };
         tracing::debug!(target: "weir::worker", worker = index, "worker started");
-        // Task panics are caught per poll; only the root future's panic gets here.
-        let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| worker.run_loop(root)));
+        // Task panics are caught per poll; only the root future's panic gets here. Each poll
+        // fills the cooperative budget; the scope puts the thread's back afterwards.
+        let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            coop::scope(|| worker.run_loop(root))
+        }));
         let core = worker.core.take();
         if core.is_some() {
             *remote.thread.lock() = None;

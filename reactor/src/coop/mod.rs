@@ -48,10 +48,12 @@
 //!   refilling to exactly 128 would take a tokio scheduler poll per task poll (a `LocalSet`
 //!   task: about 400 instructions, more than the rest of the refill's cost many times over) or
 //!   duplicating tokio's guard with `unsafe`, which relies on what tokio does not promise. The
-//!   first guard of a thread comes from a throwaway `LocalSet` (once per thread). The refill
-//!   runs inside a poll of tokio's `Unconstrained`, which saves the budget before and restores
-//!   it after — also when the poll unwinds — so a nested poll (a `block_on` inside
-//!   `block_in_place`) leaves the outer one its budget, as tokio's schedulers do.
+//!   first guard of a thread comes from a throwaway `LocalSet` (once per thread). A poll
+//!   does not restore the budget it found: the loop that polls runs inside [`scope`], a poll
+//!   of tokio's `Unconstrained` (the one public way to restore a budget of any value), which
+//!   puts the thread's budget back when the loop ends or unwinds. So a loop nested in a poll (a
+//!   `block_on` inside `block_in_place`) leaves the outer poll its budget, as tokio's
+//!   schedulers do, for one save and restore per loop instead of one per poll.
 //! - **The wake-up.** A tokio primitive whose budget is spent wakes its task through tokio's
 //!   `context::defer`, which outside a tokio scheduler is a plain `wake_by_ref`: the task,
 //!   woken during its own poll, is queued at the back of its worker's queue once the poll
@@ -79,10 +81,19 @@ use tokio_cell as count;
 /// poll gets one less (see the module docs).
 pub const BUDGET: u8 = 128;
 
-/// Runs `f` (one task poll) with a fresh budget, restoring the previous one afterwards.
+/// Runs `f` (one task poll) with a fresh budget. Call it inside a [`scope`], which puts the
+/// thread's previous budget back when it ends.
 #[inline]
 pub fn budget<R>(f: impl FnOnce() -> R) -> R {
     count::budget(f)
+}
+
+/// Runs `f`, a loop that polls tasks with [`budget`] (a worker, a `block_on`), and puts the
+/// budget the thread had before it back when `f` returns or unwinds — so that a loop nested in
+/// a task poll (a `block_on` inside `block_in_place`) leaves that poll its budget, and a thread
+/// that leaves a runtime leaves no budget behind.
+pub fn scope<R>(f: impl FnOnce() -> R) -> R {
+    count::scope(f)
 }
 
 /// Runs `f` with no budget limit, restoring the previous budget afterwards.
@@ -95,6 +106,20 @@ pub fn unconstrained<R>(f: impl FnOnce() -> R) -> R {
 #[inline]
 pub fn has_budget_remaining() -> bool {
     count::has_budget_remaining()
+}
+
+/// `Pending`, after waking the task, if the budget is spent; `Ready` if a unit is left. Spends
+/// nothing: a leaf operation checks first, and calls [`spend`] once it completed — the cheapest
+/// form, since an operation that finds nothing to do (most reads end so) then costs a check.
+#[inline]
+pub fn poll_budget(cx: &mut Context<'_>) -> Poll<()> {
+    count::poll_budget(cx)
+}
+
+/// Spends one unit: the operation that [`poll_budget`] let through completed.
+#[inline]
+pub fn spend() {
+    count::spend();
 }
 
 /// Spends one unit, or wakes the task and returns `Pending` if the budget is exhausted.

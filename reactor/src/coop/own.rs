@@ -27,6 +27,12 @@ pub(super) fn budget<R>(f: impl FnOnce() -> R) -> R {
     with(Some(BUDGET), f)
 }
 
+/// Each [`budget`] puts the previous count back itself (a `Cell` costs next to nothing to
+/// save and restore), so a scope has nothing left to do.
+pub(super) fn scope<R>(f: impl FnOnce() -> R) -> R {
+    f()
+}
+
 pub(super) fn unconstrained<R>(f: impl FnOnce() -> R) -> R {
     with(None, f)
 }
@@ -39,6 +45,24 @@ fn with<R>(b: Option<u8>, f: impl FnOnce() -> R) -> R {
 
 pub(super) fn has_budget_remaining() -> bool {
     CURRENT.with(|c| c.get() != Some(0))
+}
+
+#[inline]
+pub(super) fn poll_budget(cx: &mut Context<'_>) -> Poll<()> {
+    if CURRENT.with(|c| c.get() == Some(0)) {
+        cx.waker().wake_by_ref();
+        return Poll::Pending;
+    }
+    Poll::Ready(())
+}
+
+#[inline]
+pub(super) fn spend() {
+    CURRENT.with(|c| {
+        if let Some(n) = c.get() {
+            c.set(Some(n.saturating_sub(1)));
+        }
+    });
 }
 
 #[inline]

@@ -20,15 +20,19 @@ thread_local! {
         const { Cell::new(None) };
 }
 
-pub(super) type Restore = tokio_coop::RestoreOnPending;
-
-/// Runs `f` (one task poll) with a full budget, and puts the previous budget back afterwards.
+/// Runs `f` (one task poll) with a full budget. The budget before it comes back when the
+/// enclosing [`scope`] ends: restoring it after every poll would cost a save and a restore of
+/// tokio's thread-local per poll, and between two polls of a loop nothing reads it.
 #[inline]
 pub(super) fn budget<R>(f: impl FnOnce() -> R) -> R {
-    saved(|| {
-        refill();
-        f()
-    })
+    refill();
+    f()
+}
+
+/// Runs `f`, a loop that polls tasks, and puts the budget the thread had before it back
+/// afterwards (also when `f` unwinds).
+pub(super) fn scope<R>(f: impl FnOnce() -> R) -> R {
+    saved(f)
 }
 
 /// Runs `f` with no budget limit, and puts the previous budget back afterwards.
@@ -42,16 +46,65 @@ pub(super) fn has_budget_remaining() -> bool {
     tokio_coop::has_budget_remaining()
 }
 
+/// `Pending` (after waking the task, as [`poll_proceed`] does) once the budget is spent.
+#[inline]
+pub(super) fn poll_budget(cx: &mut Context<'_>) -> Poll<()> {
+    if tokio_coop::has_budget_remaining() {
+        return Poll::Ready(());
+    }
+    cx.waker().wake_by_ref();
+    Poll::Pending
+}
+
+/// Spends one unit (after [`poll_budget`] said there is one).
+#[inline]
+pub(super) fn spend() {
+    if let Poll::Ready(guard) = tokio_coop::poll_proceed(&mut Context::from_waker(Waker::noop())) {
+        // Forgotten, not dropped: the unit stays spent (as after `made_progress`), and no
+        // call to tokio's drop.
+        std::mem::forget(guard);
+    }
+}
+
 /// Spends one unit of tokio's budget. Once it is spent, wakes the task itself: tokio's own
 /// wake-up would be deferred to tokio's scheduler when the worker runs inside one (tokio
 /// compatibility), while a weir task that yields goes straight to the back of its queue.
 #[inline]
 pub(super) fn poll_proceed(cx: &mut Context<'_>) -> Poll<Restore> {
     match tokio_coop::poll_proceed(&mut Context::from_waker(Waker::noop())) {
-        Poll::Ready(restore) => Poll::Ready(restore),
+        Poll::Ready(guard) => Poll::Ready(Restore {
+            guard: ManuallyDrop::new(guard),
+            progress: Cell::new(false),
+        }),
         Poll::Pending => {
             cx.waker().wake_by_ref();
             Poll::Pending
+        }
+    }
+}
+
+/// tokio's guard, dropped (which refunds the unit) only if the operation made no progress. A
+/// guard that made progress is forgotten, which is all tokio's own drop would then amount to,
+/// and which saves a call (tokio's drop is not inlined) per completed operation.
+#[derive(Debug)]
+pub(super) struct Restore {
+    guard: ManuallyDrop<tokio_coop::RestoreOnPending>,
+    progress: Cell<bool>,
+}
+
+impl Restore {
+    #[inline]
+    pub(super) fn made_progress(&self) {
+        self.progress.set(true);
+    }
+}
+
+impl Drop for Restore {
+    #[inline]
+    fn drop(&mut self) {
+        if !self.progress.get() {
+            // SAFETY: dropped once, here, and not used afterwards.
+            unsafe { ManuallyDrop::drop(&mut self.guard) };
         }
     }
 }
@@ -145,11 +198,13 @@ mod tests {
     #[test]
     fn each_poll_gets_tokio_budget_less_the_refill_unit() {
         let mut cx = Context::from_waker(Waker::noop());
-        for _ in 0..3 {
-            assert_eq!(budget(|| spend_all(&mut cx)), 127);
-        }
+        scope(|| {
+            for _ in 0..3 {
+                assert_eq!(budget(|| spend_all(&mut cx)), 127);
+            }
+        });
         // What a tokio primitive sees: the same count.
-        budget(|| {
+        scope(|| budget(|| {
             let mut n = 0;
             while let Poll::Ready(g) = tokio_coop::poll_proceed(&mut cx) {
                 g.made_progress();
@@ -157,29 +212,32 @@ mod tests {
             }
             assert_eq!(n, 127);
             assert!(!has_budget_remaining());
-        });
+        }));
     }
 
     #[test]
-    fn the_previous_budget_comes_back() {
+    fn a_scope_puts_the_previous_budget_back() {
         let mut cx = Context::from_waker(Waker::noop());
         assert!(has_budget_remaining(), "unconstrained outside a poll");
-        budget(|| {
-            for _ in 0..100 {
-                if let Poll::Ready(g) = poll_proceed(&mut cx) {
-                    g.made_progress();
+        scope(|| {
+            budget(|| {
+                for _ in 0..100 {
+                    if let Poll::Ready(g) = poll_proceed(&mut cx) {
+                        g.made_progress();
+                    }
                 }
-            }
-            // A nested poll (a `block_on` inside `block_in_place`) does not leave its budget.
-            assert_eq!(budget(|| spend_all(&mut cx)), 127);
-            assert_eq!(spend_all(&mut cx), 27);
-            unconstrained(|| assert!(has_budget_remaining()));
-            assert!(!has_budget_remaining(), "restored after `unconstrained`");
+                // A nested loop (a `block_on` inside `block_in_place`) runs in a scope of its
+                // own: the outer poll keeps its budget.
+                scope(|| assert_eq!(budget(|| spend_all(&mut cx)), 127));
+                assert_eq!(spend_all(&mut cx), 27);
+                unconstrained(|| assert!(has_budget_remaining()));
+                assert!(!has_budget_remaining(), "restored after `unconstrained`");
+            });
         });
-        // Back to unconstrained, also after a poll that unwound.
-        let r = std::panic::catch_unwind(|| budget(|| panic!("in a poll")));
+        assert!(has_budget_remaining(), "unconstrained again after the scope");
+        // Also after a scope that unwound.
+        let r = std::panic::catch_unwind(|| scope(|| budget(|| panic!("in a poll"))));
         assert!(r.is_err());
-        assert!(has_budget_remaining());
         for _ in 0..1000 {
             assert!(poll_proceed(&mut cx).is_ready());
         }
@@ -188,9 +246,11 @@ mod tests {
     #[test]
     fn a_unit_not_marked_as_progress_is_refunded() {
         let mut cx = Context::from_waker(Waker::noop());
-        budget(|| {
-            drop(poll_proceed(&mut cx));
-            assert_eq!(spend_all(&mut cx), 127);
+        scope(|| {
+            budget(|| {
+                drop(poll_proceed(&mut cx));
+                assert_eq!(spend_all(&mut cx), 127);
+            })
         });
     }
 }

@@ -111,9 +111,9 @@ impl Registration {
     /// precedes would (see [`coop`]): a task that polls this in a loop still yields. Readiness
     /// checks that should not be charged use [`readiness`](Self::readiness).
     pub fn poll_ready(&self, cx: &mut Context<'_>, dir: Direction) -> Poll<io::Result<ReadyEvent>> {
-        let coop = ready!(coop::poll_proceed(cx));
+        ready!(coop::poll_budget(cx));
         let ev = ready!(self.poll_ready_uncharged(cx, dir))?;
-        coop.made_progress();
+        coop::spend();
         Poll::Ready(Ok(ev))
     }
 
@@ -220,7 +220,7 @@ impl Registration {
         mut f: impl FnMut() -> io::Result<R>,
         drained: impl Fn(&R) -> bool,
     ) -> Poll<io::Result<R>> {
-        let coop = ready!(coop::poll_proceed(cx));
+        ready!(coop::poll_budget(cx));
         loop {
             let ev = ready!(self.poll_ready_uncharged(cx, dir))?;
             let r = match f() {
@@ -234,7 +234,7 @@ impl Registration {
                 }
                 r => r,
             };
-            coop.made_progress();
+            coop::spend();
             return Poll::Ready(r);
         }
     }
@@ -272,12 +272,12 @@ impl Registration {
     ) -> io::Result<R> {
         loop {
             let ev = self.readiness(interest).await?;
-            let coop = std::future::poll_fn(coop::poll_proceed).await;
+            std::future::poll_fn(coop::poll_budget).await;
             match f() {
-                // Dropping `coop` refunds the unit: nothing was done.
+                // Nothing was done: nothing spent.
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.clear_readiness(ev),
                 r => {
-                    coop.made_progress();
+                    coop::spend();
                     return r;
                 }
             }

@@ -171,7 +171,7 @@ fn poll_timer(
     fired: &mut bool,
     cx: &mut Context<'_>,
 ) -> Poll<()> {
-    let coop = ready!(coop::poll_proceed(cx));
+    ready!(coop::poll_budget(cx));
     if let Some(armed) = &*entry {
         if armed.handle.timer_update(armed.key, cx.waker()) {
             return Poll::Pending;
@@ -180,7 +180,7 @@ fn poll_timer(
             // Fired: the owner read a clock at or past the deadline before removing it.
             *entry = None;
             *fired = true;
-            coop.made_progress();
+            coop::spend();
             return Poll::Ready(());
         }
         // The reactor shut down and dropped its timers: arming again reports that.
@@ -194,7 +194,7 @@ fn poll_timer(
         }
         None => {
             *fired = true;
-            coop.made_progress();
+            coop::spend();
             Poll::Ready(())
         }
     }

@@ -40,12 +40,12 @@ impl Future for AcceptStd<'_> {
         let this = self.get_mut();
         // The readiness future spends no budget; the accept does, one unit per connection (so
         // an accept loop under a flood of connections still yields).
-        let coop = ready!(weir_reactor::coop::poll_proceed(cx));
+        ready!(weir_reactor::coop::poll_budget(cx));
         let readiness = &mut this.readiness;
         let r = ready!(this.listener.poll_accept_with(cx, &mut this.backoff, |cx| {
             Pin::new(&mut *readiness).poll(cx)
         }));
-        coop.made_progress();
+        weir_reactor::coop::spend();
         Poll::Ready(this.listener.log_accept(r))
     }
 }
