@@ -173,27 +173,52 @@
 //! - **`WeirTimer`** (hyper) converts hyper's `std::time::Instant`s, as hyper-util's
 //!   `TokioTimer` does, so under a paused clock they are off by the time paused and advanced.
 //!
-//! Cooperative budget: the I/O operations spend it (once per completed read, write, send,
-//! receive or accept) and the readiness futures (`readable`, `writable`, `ready`) do not, as in
-//! tokio; unlike tokio, `TcpStream::connect` does not spend it.
+//! Cooperative budget — one budget with tokio's:
+//! - **tokio's primitives yield on weir.** With the default feature `tokio-budget`, weir's
+//!   budget *is* tokio's: every poll of a task or of a `block_on` future fills tokio's budget,
+//!   and weir's I/O operations, timers and join handles spend it as `tokio::sync`'s channels
+//!   and `Semaphore`, `tokio::select!` and `tokio::io`'s utilities (`empty`, `repeat`, `copy`…)
+//!   do. A loop on an always-ready tokio channel yields once it is spent, and its worker's
+//!   other tasks, timers and I/O run, with or without tokio compatibility, on every flavour and
+//!   backend; a loop that mixes a weir read and a tokio receive spends one count.
+//!   [`task::unconstrained`] and [`task::consume_budget`] act on it, as tokio's own do.
+//! - **127 units per poll, not 128.** tokio has no call that sets its budget from outside its
+//!   scheduler; weir refills it by dropping a guard taken from a full budget, and taking the
+//!   next guard spends one unit. A poll can therefore complete 127 operations before it yields
+//!   (tokio's `select_is_budget_aware` and `test_has_budget_remaining` count 128). A full 128
+//!   would take a tokio scheduler poll per task poll, several times the refill's cost.
+//! - **What `tokio-budget` costs:** tokio compiled with its `rt` feature only (about 8 s of
+//!   CPU time to build, about 30 KiB of binary), and a refill per task poll (a few tens of
+//!   instructions; `bench/README.md` has the counts). With `default-features = false` weir keeps
+//!   a budget of its own that tokio's primitives do not see: they never yield on weir, and a
+//!   loop whose every iteration is ready at once (an always-full tokio channel,
+//!   `tokio::io::empty()`) holds its worker — add `weir::task::consume_budget().await` to it.
+//! - As in tokio, the I/O operations spend once per completed read, write, send, receive or
+//!   accept, and the readiness futures (`readable`, `writable`, `ready`) spend nothing; unlike
+//!   tokio, `TcpStream::connect` spends nothing. tokio's `Notify` spends nothing either (in
+//!   tokio too): wrap `notified()` in `tokio::task::coop::cooperative` for a loop that must
+//!   yield.
+//! - **`yield_now`** puts the task at the back of its worker's queue, behind every task queued
+//!   before it, without turning the reactor first (tokio's yield waits for a driver turn): I/O
+//!   that became ready is collected at the worker's next reactor poll, at most
+//!   `event_interval` task polls later.
 //!
-//! tokio's own budget, which `tokio::sync` receivers, `tokio::select!` and `tokio::io`
-//! utilities such as `tokio::io::empty()` spend, is a separate count that only tokio can fill:
-//! - **With [`Builder::tokio_compat`](runtime::Builder::tokio_compat) or
-//!   [`tokio_compat_threads`](runtime::Builder::tokio_compat_threads)**, every poll of a weir
-//!   task or of a `block_on` future starts with a full tokio budget, as a tokio task's poll
-//!   does (127 of tokio's 128 units: one goes to refilling it). Once it is spent those
-//!   primitives return `Pending` and wake the task, which goes to the back of its worker's
-//!   queue, so a task looping on an always-ready tokio channel lets its worker's timers and
-//!   other tasks run, as on tokio. The two budgets are counted apart: a poll may spend 128 of
-//!   weir's and 127 of tokio's, and [`task::unconstrained`] and [`task::consume_budget`] act on
-//!   weir's (`tokio::task::coop::unconstrained` and `consume_budget` on tokio's).
-//! - **Without a compat runtime**, tokio's budget is unlimited on weir's threads (as everywhere
-//!   outside tokio's own tasks), and nothing of this costs anything: tokio's primitives never
-//!   yield for budget. A loop whose every iteration is ready at once (an always-full tokio
-//!   channel, `tokio::io::empty()`) then never yields and holds its worker. Add
-//!   `weir::task::consume_budget().await` (or `yield_now`) to such a loop, use weir's own
-//!   primitives, or turn the compat runtime on.
+//! Runtimes and handles:
+//! - **[`Handle::block_on`](runtime::Handle::block_on) on a current-thread runtime** drives
+//!   the runtime (its tasks, I/O and timers) on the calling thread when no other thread does;
+//!   tokio's only polls the future. So a `Handle::block_on` nested in `block_in_place` inside
+//!   such a `block_on` (tokio's `yield_in_block_in_place`) would wait for this thread's own
+//!   runtime: weir refuses it with tokio's panic for a nested runtime instead of hanging on a
+//!   timer or a socket. After the runtime shut down, `Handle::block_on` runs its future on the
+//!   calling thread on every flavour, as tokio's does (a timer armed there panics).
+//! - **Misuse** panics with tokio's message word for word, followed by weir's advice in
+//!   parentheses: `block_on` inside async code ("Cannot start a runtime from within a
+//!   runtime…"), dropping a runtime there ("Cannot drop a runtime in a context where blocking
+//!   is not allowed…"), [`task::spawn_local`] off a worker ("`spawn_local` called from outside of
+//!   a `task::LocalSet` or `runtime::LocalRuntime`"), [`task::block_in_place`] in a task of a
+//!   current-thread runtime ("can call blocking only when running on the multi-threaded
+//!   runtime").
+//! - **`JoinError`'s `Debug`** is tokio's (`JoinError::Panic(Id(7), "message", ...)`).
 //!
 //! Networking, files, processes:
 //! - **The `ReadBuf` forms** of `poll_recv`, `poll_recv_from`, `poll_peek` and
@@ -204,6 +229,19 @@
 //!   type); `UnixDatagram::bind_addr` exists, which tokio lacks.
 //! - **`File::sync_all` and `sync_data`** report an error of a background write still pending,
 //!   instead of keeping it for the next write or flush.
+//! - **A file operation after the runtime shut down** fails as tokio's does: `Other`, "background
+//!   task failed". `Debug` of [`fs::File`] is tokio's layout with weir's name
+//!   (`weir::fs::File { std: File { fd: 3, .. }, .. }`). [`fs::try_exists`] is
+//!   `Path::try_exists` on the blocking pool, as tokio's is (for root, a directory's permission
+//!   bits hide nothing: `Ok(true)` where tokio's test, run unprivileged, expects
+//!   `PermissionDenied`).
+//! - **`UnixStream::connect`** completes as soon as `connect(2)` has (a Unix stream connects
+//!   at once or fails); tokio's also waits for the socket to be writable. A listener closed
+//!   before accepting the connection makes the first read fail with `ConnectionReset`, where
+//!   tokio's connect fails itself; waiting as tokio does would cost a reactor turn per connect.
+//!   [`UnixSocket`](net::UnixSocket)'s conversions refused for the wrong kind of socket fail
+//!   with tokio's messages ("connect cannot be called on a datagram socket"), of kind
+//!   `InvalidInput` (tokio's: `Other`).
 //! - **Child processes** are waited for with a pidfd in the reactor (no SIGCHLD handler); on
 //!   kernels without `pidfd_open` a wait holds a blocking-pool thread until the child exits.
 //!   A child may be waited for anywhere, also in another runtime after the spawning one was

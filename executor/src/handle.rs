@@ -238,11 +238,13 @@ impl Handle {
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
         if context::is_in_runtime() {
             panic!(
-                "cannot block_on inside an asynchronous context: this thread is already driving \
-                 a weir runtime (it runs a task, or another `block_on`), and blocking it would \
+                "Cannot start a runtime from within a runtime. This happens because a function \
+                 (like `block_on`) attempted to block the current thread while the thread is \
+                 being used to drive asynchronous tasks. (weir: this thread already drives a \
+                 weir runtime — it runs a task, or another `block_on` — and blocking it would \
                  stall that runtime. Use `.await` instead; run blocking code with \
                  `weir::task::spawn_blocking`, or wrap it in `weir::task::block_in_place` on a \
-                 multi-thread runtime"
+                 multi-thread runtime.)"
             );
         }
         let _in_runtime = context::set_in_runtime(true);

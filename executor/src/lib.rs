@@ -134,9 +134,10 @@ where
     match schedule::spawn_local(future, location) {
         Some(join) => join,
         None => panic!(
-            "weir::task::spawn_local must be called on a weir worker thread: from inside a task, \
-             or inside a current-thread runtime's block_on (a multi-thread runtime's block_on \
-             future does not run on a worker)"
+            "`spawn_local` called from outside of a `task::LocalSet` or `runtime::LocalRuntime` \
+             (weir: call it on a weir worker thread — from inside a task, or inside a \
+             current-thread runtime's `block_on`; a multi-thread runtime's `block_on` future \
+             does not run on a worker)"
         ),
     }
 }

@@ -155,10 +155,11 @@ impl Runtime {
         self.shutdown(Some(Instant::now()));
         if !thread::panicking() {
             panic!(
-                "cannot drop a weir runtime inside an asynchronous context (a task, or a \
-                 `block_on`): shutting it down waits for its threads, which could stall the \
-                 runtime this thread drives. Drop it outside async code, move it to \
-                 `weir::task::spawn_blocking`, or call `Runtime::shutdown_background`"
+                "Cannot drop a runtime in a context where blocking is not allowed. This happens \
+                 when a runtime is dropped from within an asynchronous context. (weir: shutting a \
+                 runtime down waits for its threads, which could stall the runtime this thread \
+                 drives — a task, or a `block_on`. Drop it outside async code, move it to \
+                 `weir::task::spawn_blocking`, or call `Runtime::shutdown_background`.)"
             );
         }
     }

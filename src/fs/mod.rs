@@ -63,13 +63,23 @@ pub use file::File;
 pub use open_options::OpenOptions;
 pub use read_dir::{DirEntry, ReadDir, read_dir};
 
-/// Runs the blocking `f` on the blocking pool and returns its result.
+/// Runs the blocking `f` on the blocking pool and returns its result. If the pool drops it
+/// unrun (the runtime shut down) or it panics, the error is tokio's: `Other`, with the message
+/// "background task failed".
 pub(crate) async fn asyncify<F, T>(f: F) -> io::Result<T>
 where
     F: FnOnce() -> io::Result<T> + Send + 'static,
     T: Send + 'static,
 {
-    weir_executor::spawn_blocking(f).await?
+    match weir_executor::spawn_blocking(f).await {
+        Ok(r) => r,
+        Err(_) => Err(background_failed()),
+    }
+}
+
+/// The error of an operation whose blocking call never ran or panicked (tokio's).
+pub(crate) fn background_failed() -> io::Error {
+    io::Error::other("background task failed")
 }
 
 /// Reads the whole file at `path` ([`std::fs::read`]).

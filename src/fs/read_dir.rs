@@ -129,12 +129,12 @@ impl ReadDir {
                     // A failed fetch (the runtime shut down) ends the listing.
                     let (batch, result) = match batch {
                         Ok(batch) => (batch, Ok(())),
-                        Err(e) => (
+                        Err(_) => (
                             Batch {
                                 entries: VecDeque::new(),
                                 dir: None,
                             },
-                            Err(io::Error::from(e)),
+                            Err(super::background_failed()),
                         ),
                     };
                     self.state = State::Idle(batch);

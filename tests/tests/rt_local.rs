@@ -72,7 +72,9 @@ fn abort_local_task_from_another_thread() {
 }
 
 #[test]
-#[should_panic(expected = "spawn_local must be called on a weir worker thread")]
+#[should_panic(
+    expected = "`spawn_local` called from outside of a `task::LocalSet` or `runtime::LocalRuntime`"
+)]
 fn spawn_local_outside_a_worker_panics() {
     let rt = Builder::new_multi_thread().workers(1).build().unwrap();
     rt.block_on(async {

@@ -535,3 +535,446 @@ fn timeout_is_not_exhausted_by_a_tokio_io_loop() {
         }
     });
 }
+
+// --- tokio's cooperative budget without tokio compatibility -----------------------------------
+
+/// Units of tokio's budget a weir task poll gets: tokio's 128 less the unit its refill takes
+/// (see "Differences from tokio" in the crate docs).
+const TOKIO_UNITS_PER_POLL: usize = 127;
+
+/// The flavours the budget tests run on, on epoll (the budget does not depend on the backend;
+/// `tokio_budget.rs` runs every primitive on io_uring too).
+const FLAVORS: [Flavor; 3] = [
+    Flavor::CurrentThread,
+    Flavor::Workers(1),
+    Flavor::Workers(4),
+];
+
+/// tokio's `coop` (rt_common): a `block_on` future looping on an always-ready `mpsc` receiver
+/// sees `Pending` within 1 000 receives.
+#[test]
+fn coop_mpsc_receives_yield_in_block_on() {
+    for flavor in FLAVORS {
+        let rt = build(flavor, Backend::Epoll);
+        rt.block_on(async {
+            let (send, mut recv) = tokio::sync::mpsc::unbounded_channel();
+            for _ in 0..1_000 {
+                send.send(()).unwrap();
+            }
+            poll_fn(|cx| {
+                for _ in 0..1_000 {
+                    if recv.poll_recv(cx).is_pending() {
+                        return Poll::Ready(());
+                    }
+                }
+                panic!("{flavor:?}: did not yield");
+            })
+            .await;
+        });
+    }
+}
+
+/// tokio's `coop_and_block_in_place` (rt_threaded): after `block_in_place`, a task's receives
+/// still spend the budget and yield before the channel is drained.
+#[test]
+fn coop_after_block_in_place() {
+    let mut b = Builder::new_multi_thread();
+    b.max_blocking_threads(1);
+    let rt = b.build().unwrap();
+    rt.block_on(async {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(1024);
+        for _ in 0..1024 {
+            tx.send(()).await.unwrap();
+        }
+        drop(tx);
+        weir::spawn(async move {
+            weir::task::block_in_place(|| {});
+            poll_fn(|cx| {
+                while let Poll::Ready(v) = pin!(rx.recv()).poll(cx) {
+                    assert!(v.is_some(), "did not yield");
+                }
+                Poll::Ready(())
+            })
+            .await
+        })
+        .await
+        .unwrap();
+    });
+}
+
+/// tokio's `select_is_budget_aware` (macros_select), with weir's count: a `select!` whose
+/// first branch spends a unit is ready for the budget of a poll, then `Pending`.
+#[test]
+fn select_is_budget_aware() {
+    for flavor in FLAVORS {
+        let rt = build(flavor, Backend::Epoll);
+        rt.block_on(async {
+            let task = || {
+                Box::pin(async move {
+                    tokio::select! {
+                        biased;
+                        () = tokio::task::coop::consume_budget() => {},
+                        () = std::future::ready(()) => {}
+                    }
+                })
+            };
+            // A fresh poll of this future: `yield_now` returns after one.
+            weir::task::yield_now().await;
+            poll_fn(|cx| {
+                for i in 0..TOKIO_UNITS_PER_POLL {
+                    assert!(task().as_mut().poll(cx).is_ready(), "{flavor:?}: poll {i}");
+                }
+                assert!(task().as_mut().poll(cx).is_pending(), "{flavor:?}: budget spent");
+                Poll::Ready(())
+            })
+            .await;
+        });
+    }
+}
+
+/// tokio's `test_has_budget_remaining` (coop_budget), with weir's count: a poll's budget is
+/// gone after its units are consumed, and weir's and tokio's `consume_budget` spend the same.
+#[test]
+fn consume_budget_spends_tokio_budget() {
+    for flavor in FLAVORS {
+        let rt = build(flavor, Backend::Epoll);
+        rt.block_on(async {
+            weir::task::yield_now().await;
+            assert!(tokio::task::coop::has_budget_remaining());
+            for i in 0..TOKIO_UNITS_PER_POLL {
+                // Half of them weir's, half tokio's: one budget.
+                if i % 2 == 0 {
+                    weir::task::consume_budget().await;
+                } else {
+                    tokio::task::coop::consume_budget().await;
+                }
+            }
+            assert!(!tokio::task::coop::has_budget_remaining(), "{flavor:?}");
+            assert!(!weir::task::coop::has_budget_remaining(), "{flavor:?}");
+        });
+    }
+}
+
+/// tokio's `timeout_is_not_exhausted_by_future` (time_timeout), without tokio compatibility:
+/// a weir `timeout` around a loop on `tokio::io::empty()` fires, in `block_on` and in a task.
+#[test]
+fn timeout_is_not_exhausted_by_future() {
+    in_child_process("timeout_is_not_exhausted_by_future", || {
+        for flavor in FLAVORS {
+            let rt = build(flavor, Backend::Epoll);
+            let looping = || {
+                weir::time::timeout(Duration::from_millis(1), async {
+                    use tokio::io::AsyncReadExt;
+                    let mut buffer = [0u8; 1];
+                    loop {
+                        let _ = tokio::io::empty().read(&mut buffer).await;
+                    }
+                })
+            };
+            assert!(rt.block_on(looping()).is_err(), "{flavor:?}");
+            let in_task = rt.block_on(async move { weir::spawn(looping()).await.unwrap() });
+            assert!(in_task.is_err(), "{flavor:?}");
+        }
+    });
+}
+
+/// tokio's `join_set_coop` (task_join_set): joining many finished tasks with `now_or_never`
+/// finds the budget spent at least once, and every task is joined.
+#[test]
+fn join_set_coop() {
+    use futures::FutureExt;
+    const TASK_NUM: u32 = 1000;
+    let rt = build(Flavor::CurrentThread, Backend::Epoll);
+    rt.block_on(async {
+        let sem = Arc::new(tokio::sync::Semaphore::new(0));
+        let mut set = weir::task::JoinSet::new();
+        for _ in 0..TASK_NUM {
+            let sem = sem.clone();
+            set.spawn(async move { sem.add_permits(1) });
+        }
+        drop(sem.acquire_many(TASK_NUM).await.unwrap());
+        let mut count = 0;
+        let mut coop_count = 0;
+        loop {
+            match set.join_next().now_or_never() {
+                Some(Some(Ok(()))) => {}
+                Some(Some(Err(err))) => panic!("failed: {err}"),
+                None => {
+                    coop_count += 1;
+                    weir::task::yield_now().await;
+                    continue;
+                }
+                Some(None) => break,
+            }
+            count += 1;
+        }
+        assert!(coop_count >= 1);
+        assert_eq!(count, TASK_NUM);
+    });
+}
+
+// --- `Handle::block_on` and `block_in_place` (tokio's `yield_in_block_in_place`) -------------
+
+/// A `Handle::block_on` nested in `block_in_place` inside a `Handle::block_on` runs on a
+/// multi-thread runtime, and on any runtime after its shutdown; on a running current-thread
+/// runtime, whose outer `block_on` drives the runtime on this thread, it is refused with
+/// tokio's panic for a nested runtime (where tokio's, which does not drive the runtime, runs).
+#[test]
+fn yield_in_block_in_place() {
+    let nested = || {
+        weir::runtime::Handle::current().block_on(async {
+            weir::task::block_in_place(|| {
+                weir::runtime::Handle::current().block_on(weir::task::yield_now());
+            });
+        });
+    };
+    for flavor in [Flavor::CurrentThread, Flavor::Workers(1), Flavor::Workers(4)] {
+        let rt = build(flavor, Backend::Epoll);
+        let enter = rt.enter();
+        let running = std::panic::catch_unwind(nested);
+        match flavor {
+            Flavor::CurrentThread => {
+                let msg = panic_message(running.expect_err("refused on a running current-thread"));
+                assert!(
+                    msg.contains("Cannot start a runtime from within a runtime."),
+                    "{msg}"
+                );
+            }
+            Flavor::Workers(_) => running.unwrap(),
+        }
+        drop(enter);
+        let handle = rt.handle().clone();
+        rt.shutdown_timeout(Duration::from_secs(30));
+        let _enter = handle.enter();
+        nested();
+    }
+}
+
+// --- files after shutdown, `try_exists`, `Debug` ----------------------------------------------
+
+/// tokio's `fs_shutdown_before_started` (rt_handle_block_on): a file operation after the
+/// runtime shut down fails with `Other` and tokio's message, "background task failed".
+#[test]
+fn fs_after_shutdown_fails_with_tokios_error() {
+    for flavor in FLAVORS {
+        let rt = build(flavor, Backend::Epoll);
+        let handle = rt.handle().clone();
+        rt.shutdown_timeout(Duration::from_secs(30));
+        let err = handle
+            .block_on(weir::fs::read_to_string("Cargo.toml"))
+            .unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::Other, "{flavor:?}");
+        let inner = err.get_ref().expect("an inner error");
+        assert_eq!(inner.to_string(), "background task failed", "{flavor:?}");
+    }
+}
+
+/// `fs::try_exists` answers what `Path::try_exists` answers, as tokio's does, for a file in a
+/// directory the process may not search (an unprivileged process gets `PermissionDenied`; root,
+/// whom permission bits do not stop, gets `true` — tokio's test expects the former).
+#[test]
+fn try_exists_is_path_try_exists() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("weir-parity-exists-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("baz")).unwrap();
+    let file = dir.join("baz").join("baz.txt");
+    std::fs::write(&file, b"Hello File!").unwrap();
+    std::fs::set_permissions(dir.join("baz"), std::fs::Permissions::from_mode(0o244)).unwrap();
+    let rt = build(Flavor::CurrentThread, Backend::Epoll);
+    let weir_says = rt.block_on(weir::fs::try_exists(file.clone()));
+    let std_says = file.try_exists();
+    std::fs::set_permissions(dir.join("baz"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    match (weir_says, std_says) {
+        (Ok(a), Ok(b)) => assert_eq!(a, b),
+        (Err(a), Err(b)) => assert_eq!(a.kind(), b.kind()),
+        (a, b) => panic!("weir: {a:?}, std: {b:?}"),
+    }
+}
+
+/// tokio's `file_debug_fmt` (fs_file) with weir's type name, and tokio's `JoinError` format
+/// (`test_join_error_debug`, task_abort).
+#[test]
+fn debug_formats_are_tokios() {
+    let rt = build(Flavor::CurrentThread, Backend::Epoll);
+    rt.block_on(async {
+        let file = weir::fs::File::open("Cargo.toml").await.unwrap();
+        let s = format!("{file:?}");
+        assert!(s.starts_with("weir::fs::File { std: File { fd:"), "{s}");
+
+        let err = weir::spawn(async move {
+            let value = 1234;
+            panic!("Format-args payload: {value}")
+        })
+        .await
+        .unwrap_err();
+        let s = format!("{err:?}");
+        assert!(
+            s.starts_with("JoinError::Panic(Id(") && s.ends_with("), \"Format-args payload: 1234\", ...)"),
+            "{s}"
+        );
+        let err = weir::spawn(async move { panic!("Const payload") }).await.unwrap_err();
+        let s = format!("{err:?}");
+        assert!(
+            s.starts_with("JoinError::Panic(Id(") && s.ends_with("), \"Const payload\", ...)"),
+            "{s}"
+        );
+        let err = weir::spawn(async move { std::panic::panic_any(1234i32) })
+            .await
+            .unwrap_err();
+        let s = format!("{err:?}");
+        assert!(s.starts_with("JoinError::Panic(Id(") && s.ends_with("), ...)"), "{s}");
+        let h = weir::spawn(std::future::pending::<()>());
+        h.abort();
+        let s = format!("{:?}", h.await.unwrap_err());
+        assert!(s.starts_with("JoinError::Cancelled(Id(") && s.ends_with("))"), "{s}");
+    });
+}
+
+// --- `UnixStream::connect` to a listener that closes (tokio's `epollhup`) ---------------------
+
+/// weir's connect completes once `connect(2)` did, without waiting for a readiness event: a
+/// listener closed before accepting makes the first read fail with `ConnectionReset` (tokio's
+/// connect, which waits to be writable first, fails itself).
+#[test]
+fn unix_connect_then_listener_closes() {
+    let rt = build(Flavor::CurrentThread, Backend::Epoll);
+    rt.block_on(async {
+        use futures::io::AsyncReadExt;
+        let dir = std::env::temp_dir().join(format!("weir-parity-hup-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("connect.sock");
+        let _ = std::fs::remove_file(&path);
+        let listener = weir::net::UnixListener::bind(&path).unwrap();
+        let mut stream = weir::net::UnixStream::connect(&path).await.unwrap();
+        drop(listener);
+        let mut buf = [0u8; 4];
+        let err = stream.read(&mut buf).await.unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::ConnectionReset);
+        let _ = std::fs::remove_dir_all(&dir);
+    });
+}
+
+// --- misuse: tokio's messages -----------------------------------------------------------------
+
+/// tokio's `nesting` (rt_handle_block_on): `block_on` inside `block_on`.
+#[test]
+#[should_panic(
+    expected = "Cannot start a runtime from within a runtime. This happens because a function (like `block_on`) attempted to block the current thread while the thread is being used to drive asynchronous tasks."
+)]
+fn nested_block_on_panics_with_tokios_message() {
+    let rt = build(Flavor::CurrentThread, Backend::Epoll);
+    rt.block_on(async { weir::runtime::Handle::current().block_on(async {}) });
+}
+
+/// tokio's `useful_panic_message_when_dropping_rt_in_rt` (task_blocking): the payload is a
+/// `&'static str` with tokio's sentence.
+#[test]
+fn dropping_a_runtime_in_a_runtime_panics_with_tokios_message() {
+    let outer = build(Flavor::Workers(1), Backend::Epoll);
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        outer.block_on(async {
+            let _ = Builder::new_current_thread().build().unwrap();
+        });
+    }));
+    let err = result.unwrap_err();
+    let err: &'static str = err.downcast_ref::<&'static str>().unwrap();
+    assert!(err.contains("Cannot drop a runtime"), "Wrong panic message: {err:?}");
+}
+
+/// tokio's `test_spawn_local_in_multi_thread_runtime` (rt_local), where weir panics too: in a
+/// multi-thread runtime's `block_on` future, which runs on no worker.
+#[test]
+#[should_panic = "`spawn_local` called from outside of a `task::LocalSet` or `runtime::LocalRuntime`"]
+fn spawn_local_off_the_workers_panics_with_tokios_message() {
+    let rt = build(Flavor::Workers(1), Backend::Epoll);
+    rt.block_on(async move {
+        drop(weir::task::spawn_local(async {}));
+    })
+}
+
+/// tokio's `no_block_in_current_thread_scheduler` (task_blocking): `block_in_place` in a task
+/// of a current-thread runtime.
+#[test]
+fn block_in_place_in_a_current_thread_task_panics_with_tokios_message() {
+    let rt = build(Flavor::CurrentThread, Backend::Epoll);
+    let err = rt
+        .block_on(async { weir::spawn(async { weir::task::block_in_place(|| {}) }).await })
+        .unwrap_err();
+    let msg = panic_message(err.into_panic());
+    assert!(
+        msg.starts_with("can call blocking only when running on the multi-threaded runtime"),
+        "{msg}"
+    );
+}
+
+/// tokio's `assert_usage` (uds_socket): the wrong kind of `UnixSocket` for the conversion.
+#[test]
+fn unix_socket_misuse_errors_are_tokios() {
+    let rt = build(Flavor::CurrentThread, Backend::Epoll);
+    rt.block_on(async {
+        use weir::net::UnixSocket;
+        let result = UnixSocket::new_datagram()
+            .unwrap()
+            .connect(std::path::PathBuf::new().join("invalid.sock"))
+            .await;
+        assert_eq!(
+            result.unwrap_err().to_string(),
+            "connect cannot be called on a datagram socket"
+        );
+        let result = UnixSocket::new_datagram().unwrap().listen(1024);
+        assert_eq!(
+            result.unwrap_err().to_string(),
+            "listen cannot be called on a datagram socket"
+        );
+        let result = UnixSocket::new_stream().unwrap().datagram();
+        assert_eq!(
+            result.unwrap_err().to_string(),
+            "datagram cannot be called on a stream socket"
+        );
+    });
+}
+
+// --- `yield_now` and the reactor --------------------------------------------------------------
+
+/// weir's `yield_now` puts the task at the back of its worker's queue without turning the
+/// reactor first (tokio's waits for a driver turn): a task looping on `yield_now` still lets
+/// ready I/O through within the worker's `event_interval` polls.
+#[test]
+fn yield_now_loop_lets_io_through_within_event_interval() {
+    const EVENT_INTERVAL: u32 = 61;
+    for flavor in [Flavor::CurrentThread, Flavor::Workers(1)] {
+        let mut b = builder(flavor);
+        b.event_interval(EVENT_INTERVAL);
+        let rt = b.build().unwrap();
+        let yields_before_read = rt.block_on(async {
+            weir::spawn(async {
+                let (mut a, b) = weir::net::UnixStream::pair().unwrap();
+                let yields = Arc::new(std::sync::atomic::AtomicU64::new(0));
+                let y = yields.clone();
+                let reader = weir::task::spawn_local(async move {
+                    use futures::io::AsyncReadExt;
+                    let mut buf = [0u8; 1];
+                    a.read_exact(&mut buf).await.unwrap();
+                    y.load(Ordering::SeqCst)
+                });
+                // The reader waits for readability first.
+                weir::task::yield_now().await;
+                b.writable().await.unwrap();
+                b.try_write(b"x").unwrap();
+                let written_at = yields.load(Ordering::SeqCst);
+                while !reader.is_finished() {
+                    weir::task::yield_now().await;
+                    yields.fetch_add(1, Ordering::SeqCst);
+                }
+                reader.await.unwrap() - written_at
+            })
+            .await
+            .unwrap()
+        });
+        assert!(
+            yields_before_read <= u64::from(EVENT_INTERVAL) + 2,
+            "{flavor:?}: the read waited {yields_before_read} yields"
+        );
+    }
+}

@@ -232,11 +232,12 @@ impl fmt::Display for JoinError {
 
 impl fmt::Debug for JoinError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // tokio's format, which programs and tests match on.
         match &self.repr {
-            Repr::Cancelled => write!(f, "JoinError::Cancelled({})", self.id),
+            Repr::Cancelled => write!(f, "JoinError::Cancelled({:?})", self.id),
             Repr::Panic(_) => match self.panic_message() {
-                Some(m) => write!(f, "JoinError::Panic({}, {m:?})", self.id),
-                None => write!(f, "JoinError::Panic({}, ..)", self.id),
+                Some(m) => write!(f, "JoinError::Panic({:?}, {m:?}, ...)", self.id),
+                None => write!(f, "JoinError::Panic({:?}, ...)", self.id),
             },
         }
     }

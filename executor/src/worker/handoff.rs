@@ -67,9 +67,9 @@ pub(crate) fn block_in_place<F: FnOnce() -> R, R>(f: F) -> R {
     if cx.shared.is_current_thread() {
         cx.lent.set(Some(core));
         panic!(
-            "`block_in_place` cannot be used in a task of a current-thread runtime: its one \
-             thread runs every task, and blocking it stops them all. Use \
-             `weir::task::spawn_blocking`, or a multi-thread runtime"
+            "can call blocking only when running on the multi-threaded runtime (weir: \
+             `block_in_place` in a task of a current-thread runtime would block its one thread, \
+             which runs every task. Use `weir::task::spawn_blocking`, or a multi-thread runtime.)"
         );
     }
     let _back = match hand_over(cx, core) {

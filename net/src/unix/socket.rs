@@ -82,7 +82,7 @@ impl UnixSocket {
     pub fn listen(self, backlog: u32) -> io::Result<UnixListener> {
         self.expect(
             Type::STREAM,
-            "listen needs a stream socket (UnixSocket::new_stream)",
+            "listen cannot be called on a datagram socket",
         )?;
         self.inner
             .listen(i32::try_from(backlog).unwrap_or(i32::MAX))?;
@@ -101,7 +101,7 @@ impl UnixSocket {
     pub async fn connect(self, path: impl AsRef<Path>) -> io::Result<UnixStream> {
         self.expect(
             Type::STREAM,
-            "connect needs a stream socket (UnixSocket::new_stream)",
+            "connect cannot be called on a datagram socket",
         )?;
         let addr = addr::to_sock_addr(&addr::from_path(path.as_ref())?)?;
         UnixStream::connect_socket(self.inner, &addr).await
@@ -114,7 +114,7 @@ impl UnixSocket {
     pub fn datagram(self) -> io::Result<UnixDatagram> {
         self.expect(
             Type::DGRAM,
-            "datagram needs a datagram socket (UnixSocket::new_datagram)",
+            "datagram cannot be called on a stream socket",
         )?;
         UnixDatagram::from_std(net::UnixDatagram::from(OwnedFd::from(self.inner)))
     }

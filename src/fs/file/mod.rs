@@ -441,10 +441,11 @@ impl AsFd for File {
     }
 }
 
+/// tokio's layout with weir's name: `weir::fs::File { std: File { fd: 3, .. }, .. }`.
 impl fmt::Debug for File {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("File")
-            .field("fd", &self.std.as_raw_fd())
+        f.debug_struct("weir::fs::File")
+            .field("std", &*self.std)
             .finish_non_exhaustive()
     }
 }

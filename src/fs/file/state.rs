@@ -114,9 +114,9 @@ impl Inner {
         let done = ready!(Pin::new(handle).poll(cx));
         let (op, buf) = match done {
             Ok(done) => done,
-            Err(e) => {
+            Err(_) => {
                 self.state = State::Idle(Buf::default());
-                return Poll::Ready(Err(e.into()));
+                return Poll::Ready(Err(crate::fs::background_failed()));
             }
         };
         self.state = State::Idle(buf);
