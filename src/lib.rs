@@ -187,9 +187,10 @@
 //!   next guard spends one unit. A poll can therefore complete 127 operations before it yields
 //!   (tokio's `select_is_budget_aware` and `test_has_budget_remaining` count 128). A full 128
 //!   would take a tokio scheduler poll per task poll, several times the refill's cost.
-//! - **What `tokio-budget` costs:** tokio compiled with its `rt` feature only (about 8 s of
-//!   CPU time to build, about 30 KiB of binary), and a refill per task poll (a few tens of
-//!   instructions; `bench/README.md` has the counts). With `default-features = false` weir keeps
+//! - **What `tokio-budget` costs:** tokio compiled with its `rt` feature only (about 3 s of
+//!   CPU time in a debug build, 5.5 s in a release one; about 50 KiB of a stripped release
+//!   binary), and a refill per task poll (about 30 instructions; hello-http counts 1 % more
+//!   per request, `bench/README.md` has the counts). With `default-features = false` weir keeps
 //!   a budget of its own that tokio's primitives do not see: they never yield on weir, and a
 //!   loop whose every iteration is ready at once (an always-full tokio channel,
 //!   `tokio::io::empty()`) holds its worker — add `weir::task::consume_budget().await` to it.

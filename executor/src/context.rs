@@ -23,8 +23,8 @@ use std::ptr;
 use std::sync::Arc;
 use std::thread::ThreadId;
 
-use crate::tokio_runtimes::TokioEnterGuard;
 use crate::shared::{Core, Queues, Shared};
+use crate::tokio_runtimes::TokioEnterGuard;
 
 struct Context {
     /// The runtime `spawn` and `Handle::current` use.

@@ -9,12 +9,12 @@ use std::time::{Duration, Instant};
 
 use weir_config::Flavor;
 
-use crate::tokio_runtimes::TokioRuntimes;
 use crate::context::{self, EnterGuard};
 use crate::handle::Handle;
 use crate::metrics::RuntimeMetrics;
 use crate::shared::{Core, Shared};
 use crate::task_core::JoinHandle;
+use crate::tokio_runtimes::TokioRuntimes;
 use crate::worker;
 
 /// A weir runtime: workers (each with its own reactor), a blocking pool, timers.

@@ -258,7 +258,10 @@ fn iterations_past_deadline(rt: &Runtime, p: Primitive) -> u64 {
             });
             let (due, busy_worker) = busy.await.unwrap();
             let sibling_worker = sibling.await.unwrap();
-            assert_eq!(busy_worker, sibling_worker, "{p:?}: both tasks on one worker");
+            assert_eq!(
+                busy_worker, sibling_worker,
+                "{p:?}: both tasks on one worker"
+            );
             let ran = counts.sibling_ran_at.load(Ordering::SeqCst);
             // Ran before the loop saw the deadline: nothing counted past it.
             ran.saturating_sub(due.unwrap_or(ran))
@@ -300,10 +303,7 @@ fn watch_loop_lets_a_sleeping_sibling_run() {
 
 #[test]
 fn notify_loop_lets_a_sleeping_sibling_run() {
-    sibling_runs_within_the_budget(
-        "notify_loop_lets_a_sleeping_sibling_run",
-        Primitive::Notify,
-    );
+    sibling_runs_within_the_budget("notify_loop_lets_a_sleeping_sibling_run", Primitive::Notify);
 }
 
 #[test]
@@ -316,7 +316,10 @@ fn semaphore_loop_lets_a_sleeping_sibling_run() {
 
 #[test]
 fn io_empty_loop_lets_a_sleeping_sibling_run() {
-    sibling_runs_within_the_budget("io_empty_loop_lets_a_sleeping_sibling_run", Primitive::Empty);
+    sibling_runs_within_the_budget(
+        "io_empty_loop_lets_a_sleeping_sibling_run",
+        Primitive::Empty,
+    );
 }
 
 #[test]

@@ -2,8 +2,10 @@
 //! tests on weir: timers of a `block_on` future that wakes itself, shutdown while a worker
 //! blocks in `block_in_place`, blocking work queued before shutdown, children waited for in
 //! another runtime, the first tick of an interval, vectored file writes, `block_in_place` in a
-//! current-thread `block_on`, `block_on` after shutdown, and tokio's cooperative budget in weir
-//! tasks (with the tokio compatibility runtime).
+//! current-thread `block_on`, `block_on` after shutdown, tokio's cooperative budget in weir
+//! tasks (with and without the tokio compatibility runtime; every primitive in
+//! `tokio_budget.rs`), and tokio's misuse messages and formats. Where weir differs on purpose
+//! (see "Differences from tokio" in the crate docs), the test pins weir's behaviour.
 //!
 //! Tests that hang when the behaviour breaks run in a child process with a time limit, so that
 //! they fail instead.
@@ -624,7 +626,10 @@ fn select_is_budget_aware() {
                 for i in 0..TOKIO_UNITS_PER_POLL {
                     assert!(task().as_mut().poll(cx).is_ready(), "{flavor:?}: poll {i}");
                 }
-                assert!(task().as_mut().poll(cx).is_pending(), "{flavor:?}: budget spent");
+                assert!(
+                    task().as_mut().poll(cx).is_pending(),
+                    "{flavor:?}: budget spent"
+                );
                 Poll::Ready(())
             })
             .await;
@@ -728,7 +733,11 @@ fn yield_in_block_in_place() {
             });
         });
     };
-    for flavor in [Flavor::CurrentThread, Flavor::Workers(1), Flavor::Workers(4)] {
+    for flavor in [
+        Flavor::CurrentThread,
+        Flavor::Workers(1),
+        Flavor::Workers(4),
+    ] {
         let rt = build(flavor, Backend::Epoll);
         let enter = rt.enter();
         let running = std::panic::catch_unwind(nested);
@@ -810,10 +819,13 @@ fn debug_formats_are_tokios() {
         .unwrap_err();
         let s = format!("{err:?}");
         assert!(
-            s.starts_with("JoinError::Panic(Id(") && s.ends_with("), \"Format-args payload: 1234\", ...)"),
+            s.starts_with("JoinError::Panic(Id(")
+                && s.ends_with("), \"Format-args payload: 1234\", ...)"),
             "{s}"
         );
-        let err = weir::spawn(async move { panic!("Const payload") }).await.unwrap_err();
+        let err = weir::spawn(async move { panic!("Const payload") })
+            .await
+            .unwrap_err();
         let s = format!("{err:?}");
         assert!(
             s.starts_with("JoinError::Panic(Id(") && s.ends_with("), \"Const payload\", ...)"),
@@ -823,11 +835,17 @@ fn debug_formats_are_tokios() {
             .await
             .unwrap_err();
         let s = format!("{err:?}");
-        assert!(s.starts_with("JoinError::Panic(Id(") && s.ends_with("), ...)"), "{s}");
+        assert!(
+            s.starts_with("JoinError::Panic(Id(") && s.ends_with("), ...)"),
+            "{s}"
+        );
         let h = weir::spawn(std::future::pending::<()>());
         h.abort();
         let s = format!("{:?}", h.await.unwrap_err());
-        assert!(s.starts_with("JoinError::Cancelled(Id(") && s.ends_with("))"), "{s}");
+        assert!(
+            s.starts_with("JoinError::Cancelled(Id(") && s.ends_with("))"),
+            "{s}"
+        );
     });
 }
 
@@ -879,7 +897,10 @@ fn dropping_a_runtime_in_a_runtime_panics_with_tokios_message() {
     }));
     let err = result.unwrap_err();
     let err: &'static str = err.downcast_ref::<&'static str>().unwrap();
-    assert!(err.contains("Cannot drop a runtime"), "Wrong panic message: {err:?}");
+    assert!(
+        err.contains("Cannot drop a runtime"),
+        "Wrong panic message: {err:?}"
+    );
 }
 
 /// tokio's `test_spawn_local_in_multi_thread_runtime` (rt_local), where weir panics too: in a

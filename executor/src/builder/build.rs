@@ -18,11 +18,11 @@ use super::{
     MAX_WORKERS, MIN_STACK_SIZE, MIN_WAIT_ENV, RECV_MULTISHOT_ENV,
 };
 use crate::blocking;
-use crate::tokio_runtimes::{self, TokioMode, TokioRuntimes};
 use crate::config::Config;
 use crate::context;
 use crate::runtime::Runtime;
 use crate::shared::{AliveGuard, Core, Shared};
+use crate::tokio_runtimes::{self, TokioMode, TokioRuntimes};
 use crate::worker;
 
 impl Builder {
@@ -250,8 +250,7 @@ impl Builder {
             }
             m => m,
         };
-        let (tokio_runtimes, tokio) =
-            TokioRuntimes::start(tokio_mode, workers, &self.thread_name)?;
+        let (tokio_runtimes, tokio) = TokioRuntimes::start(tokio_mode, workers, &self.thread_name)?;
         let config = Config {
             event_interval: self.event_interval,
             global_queue_interval: self.global_queue_interval,

@@ -15,8 +15,8 @@ use weir_config::Flavor;
 use weir_reactor::os::linux::KernelBusyPoll;
 use weir_reactor::{Backend, MinWait};
 
-use crate::tokio_runtimes::TokioMode;
 use crate::config::Hooks;
+use crate::tokio_runtimes::TokioMode;
 
 /// The environment variable that chooses the reactor backend of a runtime whose builder was
 /// not given one ([`Builder::backend`]): `epoll`, `mio`, `io_uring` or `auto`, or `io_uring!`

@@ -1,8 +1,9 @@
 //! The user's side of the cooperative budget (kept in `weir_reactor::coop`): opting a future
 //! out of it, and spending it from code that does work without touching weir's leaf futures.
 //!
-//! Each task poll starts with a budget of [`BUDGET`] units. weir's
-//! leaf futures (readiness, timers, join handles) spend one unit per poll that makes progress;
+//! Each task poll starts with a budget of [`BUDGET`] units (one less with the default feature
+//! `tokio-budget`, where the budget is tokio's: tokio's primitives spend it too). weir's leaf
+//! futures (I/O operations, timers, join handles) spend one unit per poll that makes progress;
 //! once the budget is spent they return `Pending` after waking the task, so a task that always
 //! finds its sockets ready still lets its worker turn the reactor and run other tasks.
 

@@ -121,8 +121,7 @@ impl NestWatch {
     /// `true` if tokio already saw either fd readable; otherwise `cx` is woken when one is.
     pub(crate) fn poll_any(&self, cx: &mut Context<'_>) -> bool {
         coop::unconstrained(|| {
-            self.reactor.poll_read_ready(cx).is_ready()
-                || self.timer.poll_read_ready(cx).is_ready()
+            self.reactor.poll_read_ready(cx).is_ready() || self.timer.poll_read_ready(cx).is_ready()
         })
     }
 
@@ -342,7 +341,9 @@ impl TokioRuntimes {
         let stop = move || {
             for runtime in all {
                 match deadline {
-                    Some(d) => runtime.shutdown_timeout(d.saturating_duration_since(Instant::now())),
+                    Some(d) => {
+                        runtime.shutdown_timeout(d.saturating_duration_since(Instant::now()))
+                    }
                     None => drop(runtime),
                 }
             }

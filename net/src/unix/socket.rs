@@ -80,10 +80,7 @@ impl UnixSocket {
     /// `InvalidInput` for a datagram socket; the error of `listen(2)` or of registering the
     /// socket.
     pub fn listen(self, backlog: u32) -> io::Result<UnixListener> {
-        self.expect(
-            Type::STREAM,
-            "listen cannot be called on a datagram socket",
-        )?;
+        self.expect(Type::STREAM, "listen cannot be called on a datagram socket")?;
         self.inner
             .listen(i32::try_from(backlog).unwrap_or(i32::MAX))?;
         UnixListener::from_std(net::UnixListener::from(OwnedFd::from(self.inner)))
@@ -112,10 +109,7 @@ impl UnixSocket {
     /// # Errors
     /// `InvalidInput` for a stream socket; the error of registering the socket.
     pub fn datagram(self) -> io::Result<UnixDatagram> {
-        self.expect(
-            Type::DGRAM,
-            "datagram cannot be called on a stream socket",
-        )?;
+        self.expect(Type::DGRAM, "datagram cannot be called on a stream socket")?;
         UnixDatagram::from_std(net::UnixDatagram::from(OwnedFd::from(self.inner)))
     }
 

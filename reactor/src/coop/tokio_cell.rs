@@ -204,15 +204,17 @@ mod tests {
             }
         });
         // What a tokio primitive sees: the same count.
-        scope(|| budget(|| {
-            let mut n = 0;
-            while let Poll::Ready(g) = tokio_coop::poll_proceed(&mut cx) {
-                g.made_progress();
-                n += 1;
-            }
-            assert_eq!(n, 127);
-            assert!(!has_budget_remaining());
-        }));
+        scope(|| {
+            budget(|| {
+                let mut n = 0;
+                while let Poll::Ready(g) = tokio_coop::poll_proceed(&mut cx) {
+                    g.made_progress();
+                    n += 1;
+                }
+                assert_eq!(n, 127);
+                assert!(!has_budget_remaining());
+            })
+        });
     }
 
     #[test]
@@ -234,7 +236,10 @@ mod tests {
                 assert!(!has_budget_remaining(), "restored after `unconstrained`");
             });
         });
-        assert!(has_budget_remaining(), "unconstrained again after the scope");
+        assert!(
+            has_budget_remaining(),
+            "unconstrained again after the scope"
+        );
         // Also after a scope that unwound.
         let r = std::panic::catch_unwind(|| scope(|| budget(|| panic!("in a poll"))));
         assert!(r.is_err());
