@@ -31,7 +31,8 @@ pub struct WorkerStats {
     pub spins_gave_up: u64,
     /// Times the worker blocked in its reactor.
     pub parks: u64,
-    /// Local queue overflows (half the queue moved to the inject queue).
+    /// Tasks queued while the local queue was full or its backlog held tasks: they went to the
+    /// worker's backlog, which continues the local queue in order.
     pub overflows: u64,
     /// Polls taken from the LIFO slot.
     pub lifo_polls: u64,
@@ -42,7 +43,7 @@ pub struct WorkerStats {
     /// moves to this worker (or, if pinned, this worker hands it to its own). A request whose
     /// chain stays on one core makes none.
     pub cross_worker_wakes: u64,
-    /// Tasks in the local queue right now.
+    /// Tasks in the local queue and its backlog right now.
     pub local_queue_depth: u64,
     /// How long tasks waited in this worker's queues, counted in the worker's polls, by the
     /// queue they were taken from.
@@ -67,7 +68,8 @@ pub struct PollsWaited {
     pub lifo: [u64; WAITED_BUCKETS],
     /// Taken from the local queue, where they were queued.
     pub local: [u64; WAITED_BUCKETS],
-    /// Queued when the local queue was full: taken from the queue that held the overflow.
+    /// Queued in the worker's backlog (the local queue was full): taken from the backlog, or
+    /// from the local queue it was moved into.
     pub overflow: [u64; WAITED_BUCKETS],
     /// Taken from the inject queue.
     pub inject: [u64; WAITED_BUCKETS],
@@ -135,7 +137,7 @@ impl RuntimeMetrics {
             lifo_polls: m.lifo_polls.get(),
             io_steals: m.io_steals.get(),
             cross_worker_wakes: m.cross_worker_wakes.get(),
-            local_queue_depth: r.steal.len() as u64,
+            local_queue_depth: (r.steal.len() + r.backlog.len()) as u64,
             polls_waited: {
                 let h = |s: Source| std::array::from_fn(|i| m.polls_waited[s as usize][i].get());
                 const _: () = assert!(SOURCES == 5);

@@ -3,9 +3,10 @@
 //! worker, that worker's inbox) and a sleeping worker is woken.
 //!
 //! On the worker: a task woken by a running task goes to the LIFO slot (unless it yielded, or
-//! the slot is off); one woken while the reactor dispatches goes to the back of the local queue,
-//! in event order, and the wake-up of another worker is deferred to the end of the dispatch.
-//! Another worker is woken only for work this one cannot start next.
+//! the slot is off); one woken while the reactor dispatches goes to the back of the worker's
+//! line (the local queue, continued by the backlog once that is full), in event order, and the
+//! wake-up of another worker is deferred to the end of the dispatch. Another worker is woken
+//! only for work this one cannot start next.
 
 use std::future::Future;
 use std::panic::Location;
@@ -14,7 +15,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use crate::context::{self, WorkerCx};
-use crate::queue::Overflow;
+use crate::line;
+use crate::queue::Local;
 use crate::shared::{QueuedAt, Shared};
 use crate::shared_fifo::SharedFifo;
 use crate::task_core::{self, Header, Id, JoinHandle, Placement, Queue, Schedule, Task};
@@ -151,16 +153,19 @@ impl WorkerCx {
         }
     }
 
-    /// Puts a task at the back of the local queue (the inject queue takes half of a full
-    /// one), and wakes another worker for work this one cannot start next.
-    fn push_back(&self, task: Task) {
+    /// Puts a task at the back of this worker's line: the local queue, or its backlog while
+    /// the backlog holds tasks or the local queue is full. Wakes another worker for work this
+    /// one cannot start next.
+    pub(crate) fn push_back(&self, task: Task) {
         let shared = &*self.shared;
         let mut q = self.queues();
-        if q.local.push_back(task, &Spill(&shared.inject)) {
-            shared.remotes[self.index].metrics.overflows.add_owner(1);
+        let remote = &shared.remotes[self.index];
+        let spilled = queue_back(&mut q.local, &remote.backlog, task);
+        if spilled {
+            remote.metrics.overflows.add_owner(1);
         }
         // With a single queued task this worker runs it as soon as the current poll returns.
-        let surplus = q.local.len() + usize::from(q.lifo.is_some()) > 1;
+        let surplus = spilled || q.local.len() + usize::from(q.lifo.is_some()) > 1;
         drop(q);
         self.resume_nested();
         if self.in_dispatch.get() {
@@ -171,18 +176,15 @@ impl WorkerCx {
     }
 }
 
-/// The overflow of a full local queue: marks each task as overflowed
-/// (`WorkerStats::polls_waited`) on its way to `0`.
-pub(crate) struct Spill<'a>(pub(crate) &'a SharedFifo<Task>);
-
-impl Overflow<Task> for Spill<'_> {
-    fn push_batch(&self, batch: impl Iterator<Item = Task>) {
-        self.0.push_batch(batch.inspect(|t| {
-            t.header()
-                .queued_at
-                .fetch_or(QueuedAt::OVERFLOW, Ordering::Relaxed);
-        }));
-    }
+/// Queues `task` at the back of a worker's line (`line.rs`); a task that goes to the backlog is
+/// marked as overflowed (`WorkerStats::polls_waited`). Returns `true` if it did.
+#[inline]
+pub(crate) fn queue_back(local: &mut Local<Task>, backlog: &SharedFifo<Task>, task: Task) -> bool {
+    line::push_back(local, backlog, task, |t| {
+        t.header()
+            .queued_at
+            .fetch_or(QueuedAt::OVERFLOW, Ordering::Relaxed);
+    })
 }
 
 /// Spawns a task pinned to the worker running on this thread; `None` off the workers.

@@ -68,6 +68,9 @@ pub(crate) struct Shared {
 /// The part of a worker other threads may touch.
 pub(crate) struct Remote {
     pub(crate) steal: Steal<Task>,
+    /// The continuation of the local queue: tasks queued while it was full, in order. The owner
+    /// moves them into the local queue as it drains; idle workers take from it too.
+    pub(crate) backlog: SharedFifo<Task>,
     pub(crate) reactor: weir_reactor::ReactorHandle,
     /// Pinned (`spawn_local`) tasks of this worker woken on other threads.
     pub(crate) inbox: Mutex<Vec<Task>>,
@@ -215,6 +218,7 @@ impl Shared {
             let (steal, local) = queue::local();
             remotes.push(Remote {
                 steal,
+                backlog: SharedFifo::new(),
                 reactor: driver.handle().clone(),
                 inbox: Mutex::new(Vec::new()),
                 inbox_len: AtomicUsize::new(0),
