@@ -109,10 +109,6 @@ impl WorkerCx {
     #[inline]
     fn schedule_local(&self, task: Task, at: Queue) {
         let header = task.header();
-        let polls = self.shared.remotes[self.index].metrics.polls.get();
-        header
-            .queued_at
-            .store(QueuedAt::on_worker(self.index, polls), Ordering::Relaxed);
         let last = header.last_worker.load(Ordering::Relaxed);
         if last != u32::MAX && last as usize != self.index {
             self.count_cross_worker_wake();
@@ -121,15 +117,29 @@ impl WorkerCx {
             return self.schedule_pinned(task);
         }
         if at == Queue::Next && !self.in_dispatch.get() && self.shared.config.lifo_slot {
+            self.stamp(header, QueuedAt::LIFO);
             let displaced = self.queues().lifo.replace(task);
             match displaced {
                 None => self.resume_nested(),
                 // The task that held the slot goes to the back of the queue.
-                Some(task) => self.push_back(task),
+                Some(task) => {
+                    self.stamp(task.header(), QueuedAt::LOCAL);
+                    self.push_back(task);
+                }
             }
         } else {
+            self.stamp(header, QueuedAt::LOCAL);
             self.push_back(task);
         }
+    }
+
+    /// Notes in the task's header that it is queued in `queue` now (`WorkerStats::polls_waited`).
+    #[inline]
+    fn stamp(&self, header: &crate::task_core::Header, queue: u64) {
+        let polls = self.shared.remotes[self.index].metrics.polls.get();
+        header
+            .queued_at
+            .store(QueuedAt::stamp(self.index, queue, polls), Ordering::Relaxed);
     }
 
     #[cold]
@@ -147,6 +157,7 @@ impl WorkerCx {
         match task.header().placement.worker() {
             Some(w) if w != self.index => self.shared.push_inbox(w, task),
             _ => {
+                self.stamp(task.header(), QueuedAt::PINNED);
                 self.queues().pinned.push_back(task);
                 self.resume_nested();
             }
@@ -155,8 +166,8 @@ impl WorkerCx {
 
     /// Puts a task at the back of this worker's line: the local queue, or its backlog while
     /// the backlog holds tasks or the local queue is full. Wakes another worker for work this
-    /// one cannot start next.
-    pub(crate) fn push_back(&self, task: Task) {
+    /// one cannot start next. The caller has stamped the task (`stamp`).
+    fn push_back(&self, task: Task) {
         let shared = &*self.shared;
         let mut q = self.queues();
         let remote = &shared.remotes[self.index];
@@ -177,13 +188,16 @@ impl WorkerCx {
 }
 
 /// Queues `task` at the back of a worker's line (`line.rs`); a task that goes to the backlog is
-/// marked as overflowed (`WorkerStats::polls_waited`). Returns `true` if it did.
+/// noted so (`WorkerStats::polls_waited`). Returns `true` if it did.
 #[inline]
 pub(crate) fn queue_back(local: &mut Local<Task>, backlog: &SharedFifo<Task>, task: Task) -> bool {
     line::push_back(local, backlog, task, |t| {
-        t.header()
-            .queued_at
-            .fetch_or(QueuedAt::OVERFLOW, Ordering::Relaxed);
+        // Only the thread that queues a task writes its stamp.
+        let at = &t.header().queued_at;
+        at.store(
+            QueuedAt::to_backlog(at.load(Ordering::Relaxed)),
+            Ordering::Relaxed,
+        );
     })
 }
 

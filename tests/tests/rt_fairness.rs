@@ -137,12 +137,28 @@ fn run(test: &str, flavor: Flavor, backend: Backend) {
     }
     if let Some(rt) = try_build(test, flavor, backend) {
         let log = services(&rt);
-        let overflows: u64 = rt.metrics().workers().iter().map(|w| w.overflows).sum();
+        let workers = rt.metrics().workers();
+        let overflows: u64 = workers.iter().map(|w| w.overflows).sum();
         assert!(
             overflows > 0,
             "{test}: the local queue never overflowed, so the test did not test overload"
         );
         assert_fair(&log);
+        // The metrics tell the same: no task waited in the queues for more than two rounds of
+        // the ready set (2 × CONNS polls; bucket i holds 2^(i-1)..2^i - 1 polls).
+        let first_long = (usize::BITS - (2 * CONNS).leading_zeros()) as usize + 1;
+        for w in &workers {
+            let all = w.polls_waited.total();
+            assert!(
+                all[..first_long].iter().sum::<u64>() >= (CONNS * ROUNDS) as u64,
+                "{test}: every service counted: {all:?}"
+            );
+            assert!(
+                all[first_long..].iter().all(|&n| n == 0),
+                "{test}: tasks waited more than two rounds: {:?}",
+                w.polls_waited
+            );
+        }
     }
 }
 

@@ -79,7 +79,7 @@ pub(crate) use handoff::block_in_place;
 
 use crate::context::{self, SetWorker, WorkerCx};
 use crate::schedule::queue_back;
-use crate::shared::{Core, QueuedAt, Remote, Shared, Source, waited_bucket};
+use crate::shared::{Core, QueuedAt, Remote, Shared, waited_bucket};
 use crate::task_core::{self, Task};
 use crate::{line, queue};
 
@@ -287,24 +287,21 @@ impl Worker<'_> {
             return Step::Exit;
         }
         let root_woken = root.as_ref().map(|r| &r.woken.woken);
-        let next = self
-            .next_task()
-            .or_else(|| self.search().map(|t| (t, Source::Local)));
-        let (task, source) = match next {
-            Some(next) => next,
+        let task = match self.next_task().or_else(|| self.search()) {
+            Some(task) => task,
             None => match self.spin(root_woken) {
-                park::Spin::Found(Some(next)) => next,
+                park::Spin::Found(Some(task)) => task,
                 park::Spin::Found(None) => return Step::Ran,
                 park::Spin::GaveUp => return Step::Idle,
             },
         };
-        match self.run_task(task, source) {
+        match self.run_task(task) {
             Ran::Here => Step::Ran,
             Ran::HandedOver => Step::Exit,
         }
     }
 
-    fn run_task(&mut self, task: Task, source: Source) -> Ran {
+    fn run_task(&mut self, task: Task) -> Ran {
         let core = self.core();
         if core.searching {
             core.searching = false;
@@ -314,14 +311,12 @@ impl Worker<'_> {
         }
         let index = self.cx.index;
         let m = &self.remote.metrics;
-        let polls = m.polls.get();
-        m.polls.add_owner(1);
+        let polls = m.polls.add_owner_get(1);
         let header = task.header();
-        if let Some((waited, overflowed)) =
+        if let Some((queue, waited)) =
             QueuedAt::waited(header.queued_at.load(Ordering::Relaxed), index, polls)
         {
-            let source = if overflowed { Source::Overflow } else { source };
-            m.polls_waited[source as usize][waited_bucket(waited)].add_owner(1);
+            m.polls_waited[queue][waited_bucket(waited)].add_owner(1);
         }
         header.last_worker.store(index as u32, Ordering::Relaxed);
         // While the task polls, the core is lent to the thread's worker context, where
@@ -346,7 +341,7 @@ impl Worker<'_> {
             || !self.shared.inject.is_empty()
     }
 
-    fn next_task(&mut self) -> Option<(Task, Source)> {
+    fn next_task(&mut self) -> Option<Task> {
         let core = self.core();
         core.tick = core.tick.wrapping_add(1);
         let tick = core.tick;
@@ -357,7 +352,7 @@ impl Worker<'_> {
         if tick.is_multiple_of(cfg.global_queue_interval)
             && let Some(t) = self.shared.inject.pop()
         {
-            return Some((t, Source::Inject));
+            return Some(t);
         }
         let cx = self.cx;
         let mut q = cx.queues();
@@ -365,7 +360,7 @@ impl Worker<'_> {
             if self.core().lifo_polls < MAX_LIFO_POLLS {
                 self.core().lifo_polls += 1;
                 self.remote.metrics.lifo_polls.add_owner(1);
-                return Some((t, Source::Lifo));
+                return Some(t);
             }
             if queue_back(&mut q.local, &self.remote.backlog, t) {
                 self.remote.metrics.overflows.add_owner(1);
@@ -381,22 +376,16 @@ impl Worker<'_> {
         // its tasks run before any queued after them.
         line::refill(&mut q.local, &self.remote.backlog);
         let local_first = tick & 1 == 0;
-        let local = |q: &mut crate::shared::Queues| q.local.pop().map(|t| (t, Source::Local));
-        let pinned =
-            |q: &mut crate::shared::Queues| q.pinned.pop_front().map(|t| (t, Source::Pinned));
         let t = if local_first {
-            local(&mut q).or_else(|| pinned(&mut q))
+            q.local.pop().or_else(|| q.pinned.pop_front())
         } else {
-            pinned(&mut q).or_else(|| local(&mut q))
+            q.pinned.pop_front().or_else(|| q.local.pop())
         };
         if t.is_some() {
             return t;
         }
         let n = (self.shared.inject.len() / self.shared.remotes.len()).min(queue::CAPACITY / 2);
-        self.shared
-            .inject
-            .pop_batch_into(n, &mut q.local)
-            .map(|t| (t, Source::Inject))
+        self.shared.inject.pop_batch_into(n, &mut q.local)
     }
 
     /// Polls the reactor without blocking (fairness with busy tasks), and collects the events
