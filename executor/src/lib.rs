@@ -34,9 +34,9 @@
 //!   `block_on`), the **[`Builder`]** (`builder/`) and the **metrics** (`metrics.rs`).
 //!
 //! The modules are layered, leaves first; each uses only modules before it in this order:
-//! `loom`, `tokio_runtimes`, `config`, `queue`, `shared_fifo`, `parker`, `task_core`, `blocking`, `shared`,
-//! `context`, `schedule`, `placement`, `worker`, `metrics`, `handle`, `runtime`, `builder`,
-//! `task`. (The blocking pool reaches the runtime it serves through the `blocking::Enter`
+//! `loom`, `tokio_runtimes`, `config`, `queue`, `shared_fifo`, `line`, `parker`, `task_core`,
+//! `blocking`, `shared`, `context`, `schedule`, `placement`, `worker`, `metrics`, `handle`,
+//! `runtime`, `builder`, `task`. (The blocking pool reaches the runtime it serves through the `blocking::Enter`
 //! trait, given with each spawn.)
 //!
 //! The concurrency primitives (run queue, task state + waker + join, idle/park protocol) are
@@ -51,6 +51,7 @@ mod builder;
 mod config;
 mod context;
 mod handle;
+mod line;
 mod loom;
 mod metrics;
 mod parker;

@@ -1,8 +1,11 @@
 //! A FIFO any thread may push to and take from: a mutex-protected deque with an atomic length,
 //! so that emptiness checks take no lock.
 //!
-//! The runtime's inject queue is one: tasks spawned or woken from outside a worker, and the
-//! overflow of local queues.
+//! Two queues of the runtime are one: the inject queue (tasks spawned or woken from outside a
+//! worker) and each worker's backlog (the tasks its local run queue had no room for; see
+//! `queue.rs` and `worker/mod.rs`). The backlog is the local queue's continuation: the owner
+//! moves its front into the local queue as that drains, so its tasks keep their place in line,
+//! and an idle worker may take from it as it steals from the local queue.
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering::{Acquire, Release, SeqCst};
@@ -92,17 +95,15 @@ impl<T> SharedFifo<T> {
 }
 
 impl<T> Overflow<T> for SharedFifo<T> {
-    fn push_batch(&self, batch: impl Iterator<Item = T>) {
-        let mut q = self.queue.lock();
-        q.extend(batch);
-        self.len.store(q.len(), SeqCst);
+    fn push(&self, value: T) {
+        SharedFifo::push(self, value);
     }
 }
 
 struct NoOverflow;
 
 impl<T> Overflow<T> for NoOverflow {
-    fn push_batch(&self, _batch: impl Iterator<Item = T>) {
+    fn push(&self, _value: T) {
         unreachable!("the batch moves push no more than the room left");
     }
 }

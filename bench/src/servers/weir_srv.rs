@@ -244,7 +244,6 @@ fn runtime_stats(metrics: &RuntimeMetrics, stats: &mut Stats) {
             ("lifo", &h.lifo),
             ("local", &h.local),
             ("overflow", &h.overflow),
-            ("inject", &h.inject),
             ("pinned", &h.pinned),
         ] {
             for (i, &n) in buckets.iter().enumerate() {

@@ -68,6 +68,9 @@ pub(crate) struct Shared {
 /// The part of a worker other threads may touch.
 pub(crate) struct Remote {
     pub(crate) steal: Steal<Task>,
+    /// The continuation of the local queue: tasks queued while it was full, in order. The owner
+    /// moves them into the local queue as it drains; idle workers take from it too.
+    pub(crate) backlog: SharedFifo<Task>,
     pub(crate) reactor: weir_reactor::ReactorHandle,
     /// Pinned (`spawn_local`) tasks of this worker woken on other threads.
     pub(crate) inbox: Mutex<Vec<Task>>,
@@ -97,28 +100,12 @@ pub(crate) struct WorkerMetrics {
     pub(crate) io_steals: Counter,
     pub(crate) cross_worker_wakes: Counter,
     /// Polls this worker made while a task waited in its queues, by the queue the task was
-    /// taken from ([`Source`]) and log2 bucket ([`waited_bucket`]).
-    pub(crate) polls_waited: [[Counter; WAITED_BUCKETS]; SOURCES],
+    /// queued in ([`QueuedAt`]) and log2 bucket ([`waited_bucket`]).
+    pub(crate) polls_waited: [[Counter; WAITED_BUCKETS]; QUEUES],
 }
 
-/// Where a worker took the task it polls, for [`WorkerMetrics::polls_waited`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Source {
-    /// The LIFO slot.
-    Lifo = 0,
-    /// The local queue, queued there directly.
-    Local = 1,
-    /// Queued behind a full local queue (wherever that put it), then taken from there or from
-    /// the local queue it was moved back into.
-    Overflow = 2,
-    /// The inject queue (spawned or woken outside this worker).
-    Inject = 3,
-    /// The pinned (`spawn_local`) queue.
-    Pinned = 4,
-}
-
-/// Number of [`Source`]s.
-pub(crate) const SOURCES: usize = 5;
+/// Queues of [`WorkerMetrics::polls_waited`]: local, LIFO slot, backlog, pinned.
+pub(crate) const QUEUES: usize = 4;
 /// Buckets of [`WorkerMetrics::polls_waited`]: 0 polls, 1, 2–3, 4–7, …, 2^14 and more.
 pub(crate) const WAITED_BUCKETS: usize = 16;
 
@@ -128,25 +115,38 @@ pub(crate) fn waited_bucket(polls: u32) -> usize {
     ((32 - polls.leading_zeros()) as usize).min(WAITED_BUCKETS - 1)
 }
 
-/// The value of `Header::queued_at`: the queuing worker (plus one; 0 for a task queued off the
-/// workers) in the high half, that worker's poll count in the low 31 bits, and bit 31 set once
-/// the task went to the overflow of a full local queue.
+/// The value of `Header::queued_at`, written when a task is queued on a worker and read when
+/// that worker polls it: the worker plus one in the high half (0 for a task queued off the
+/// workers, whose wait no worker saw), the queue in bits 30–31 (one of the constants here), and
+/// the worker's poll count then in the low 30 bits.
 pub(crate) struct QueuedAt;
 
 impl QueuedAt {
-    pub(crate) const OVERFLOW: u64 = 1 << 31;
+    pub(crate) const LOCAL: u64 = 0;
+    pub(crate) const LIFO: u64 = 1 << 30;
+    pub(crate) const BACKLOG: u64 = 2 << 30;
+    pub(crate) const PINNED: u64 = 3 << 30;
+    const QUEUE: u64 = 3 << 30;
+    const POLLS: u64 = (1 << 30) - 1;
 
     #[inline]
-    pub(crate) fn on_worker(worker: usize, polls: u64) -> u64 {
-        ((worker as u64 + 1) << 32) | (polls & 0x7fff_ffff)
+    pub(crate) fn stamp(worker: usize, queue: u64, polls: u64) -> u64 {
+        ((worker as u64 + 1) << 32) | queue | (polls & Self::POLLS)
     }
 
-    /// The polls `worker` made since `stamp`, if `worker` queued it, and whether it overflowed.
+    /// `stamp` moved to the backlog.
     #[inline]
-    pub(crate) fn waited(stamp: u64, worker: usize, polls: u64) -> Option<(u32, bool)> {
+    pub(crate) fn to_backlog(stamp: u64) -> u64 {
+        (stamp & !Self::QUEUE) | Self::BACKLOG
+    }
+
+    /// The queue (index into `polls_waited`) and the polls `worker` made since `stamp`, if
+    /// `worker` queued it.
+    #[inline]
+    pub(crate) fn waited(stamp: u64, worker: usize, polls: u64) -> Option<(usize, u32)> {
         (stamp >> 32 == worker as u64 + 1).then(|| {
-            let waited = (polls as u32).wrapping_sub(stamp as u32) & 0x7fff_ffff;
-            (waited, stamp & Self::OVERFLOW != 0)
+            let waited = (polls.wrapping_sub(stamp) & Self::POLLS) as u32;
+            (((stamp & Self::QUEUE) >> 30) as usize, waited)
         })
     }
 }
@@ -215,6 +215,7 @@ impl Shared {
             let (steal, local) = queue::local();
             remotes.push(Remote {
                 steal,
+                backlog: SharedFifo::new(),
                 reactor: driver.handle().clone(),
                 inbox: Mutex::new(Vec::new()),
                 inbox_len: AtomicUsize::new(0),

@@ -19,13 +19,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use super::Worker;
-use crate::shared::Source;
 use crate::task_core::Task;
 
 pub(super) enum Spin {
-    /// Work was found: a task to run (and where it was), or `None` when the root future was
-    /// woken or tasks were queued for the next turn of the loop.
-    Found(Option<(Task, Source)>),
+    /// Work was found: a task to run, or `None` when the root future was woken or tasks were
+    /// queued for the next turn of the loop.
+    Found(Option<Task>),
     GaveUp,
 }
 
@@ -44,7 +43,7 @@ impl Worker<'_> {
             } else if root_woken.is_some_and(|w| w.load(Ordering::SeqCst)) || woken > 0 {
                 Some(None)
             } else {
-                self.search().map(|t| Some((t, Source::Local)))
+                self.search().map(Some)
             };
             if let Some(found) = found {
                 m.spins_found.add_owner(1);
