@@ -33,6 +33,13 @@ pub(crate) struct HeldTokio<'a>(Never, PhantomData<&'a ()>);
 #[derive(Debug)]
 enum Never {}
 
+/// Releases the runtime, as the feature's does (so that callers drop it the same way).
+impl Drop for HeldTokio<'_> {
+    fn drop(&mut self) {
+        match self.0 {}
+    }
+}
+
 impl HeldTokio<'_> {
     pub(crate) fn is_shut_down(&self) -> bool {
         match self.0 {}
