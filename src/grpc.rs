@@ -44,7 +44,7 @@
 //! (`#[weir::main(tokio_compat = true)]`): `timeout`, `connect_timeout` and
 //! `http2_keep_alive_interval`. On weir, bound a call with
 //! [`weir::time::timeout`](crate::time::timeout), and a connect with [`connect_with`]'s
-//! connector ([`HttpConnector::set_connect_timeout`](crate::compat::HttpConnector::set_connect_timeout)).
+//! connector ([`HttpConnector::set_connect_timeout`](crate::http::HttpConnector::set_connect_timeout)).
 //! `Request::set_timeout` (the `grpc-timeout` header) is enforced by the server; tonic's
 //! client arms a tokio timer for it too.
 
@@ -59,7 +59,7 @@ use tonic::transport::server::TcpConnectInfo;
 use tonic::transport::{Channel, Endpoint};
 use tower_service::Service;
 
-use crate::compat::{HttpConnector, WeirExecutor};
+use crate::http::{HttpConnector, WeirExecutor};
 use crate::net::TcpStream;
 use crate::serve::{IncomingStream, Listener, Serve, marker};
 

@@ -84,7 +84,7 @@
 //!   left), polls that take too long;
 //! - **timers**: every [`time::sleep`], [`time::timeout`] and [`time::interval`] is a resource of
 //!   kind timer with its location and duration, and the console's async-op view tells which
-//!   task polls it. The sleeps of hyper's timer ([`compat::WeirTimer`]) are not listed: one
+//!   task polls it. The sleeps of hyper's timer ([`http::WeirTimer`]) are not listed: one
 //!   per request would fill the view, and
 //!   console-subscriber keeps each for its retention period and scans them all on every turn
 //!   ([`time::sleep_until_unlisted`] makes such a sleep).
@@ -302,7 +302,7 @@ pub mod process;
 pub mod signal;
 
 #[cfg(feature = "hyper")]
-pub mod compat;
+pub mod http;
 
 #[cfg(feature = "grpc")]
 pub mod grpc;

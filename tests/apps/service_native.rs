@@ -54,8 +54,8 @@ use hyper_util::client::legacy::Client;
 use redis::AsyncCommands;
 use serde::{Deserialize, Serialize};
 use tower_http::trace::TraceLayer;
-use weir::compat::TimeoutLayer;
-use weir::compat::{HttpConnector, WeirExecutor};
+use weir::http::TimeoutLayer;
+use weir::http::{HttpConnector, WeirExecutor};
 use weir::pool::PoolError;
 use weir::postgres::{ConnectError, Manager, Pool};
 

@@ -316,8 +316,8 @@ fn the_native_form_differs_in_its_clients_only() {
     assert_eq!(
         added,
         [
-            "use weir::compat::TimeoutLayer;",
-            "use weir::compat::{HttpConnector, WeirExecutor};",
+            "use weir::http::TimeoutLayer;",
+            "use weir::http::{HttpConnector, WeirExecutor};",
             "use weir::pool::PoolError;",
             "use weir::postgres::{ConnectError, Manager, Pool};",
             "impl From<PoolError<ConnectError>> for Failure {",
