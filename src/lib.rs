@@ -304,15 +304,6 @@ pub mod signal;
 #[cfg(feature = "hyper")]
 pub mod http;
 
-#[cfg(feature = "grpc")]
-pub mod grpc;
-#[cfg(feature = "pool")]
-pub mod pool;
-#[cfg(feature = "postgres")]
-pub mod postgres;
-#[cfg(feature = "redis")]
-pub mod redis;
-
 #[cfg(feature = "axum")]
 pub mod serve;
 #[cfg(feature = "axum")]
