@@ -29,7 +29,10 @@
 //! The parts: [`runtime`] (build and run), [`task`] (spawn, join, yield), [`time`] (sleep,
 //! timeout, interval), [`io`] (readiness of raw fds), [`net`] (sockets), [`fs`] (files on the
 //! blocking pool), [`process`] (child processes), [`signal`] (Ctrl-C and Unix signals),
-//! [`os::linux`] (Linux-only controls of a worker's reactor).
+//! [`os::linux`] (Linux-only controls of a worker's reactor); with features, `serve` (axum and
+//! tower services over HTTP) and `http` (what hyper, hyper-util and tower ask of a runtime).
+//! The service clients are crates of their own: weir-pool, weir-postgres, weir-redis and
+//! weir-grpc.
 //! See `ARCHITECTURE.md` for how they fit.
 //!
 //! # Backends
@@ -333,3 +336,8 @@ macro_rules! __require_tokio_compat {
 }
 pub use weir_executor::task_local;
 pub use weir_macros::{main, test};
+
+/// The README's Rust examples, compiled as doctests of this crate.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
