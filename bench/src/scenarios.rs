@@ -30,6 +30,7 @@ mod instructions;
 mod measuring;
 mod medium_load;
 mod napi_lab;
+mod overload;
 mod pingpong;
 mod pinned;
 mod pipes;
@@ -42,11 +43,12 @@ use measuring::{Measured, add_costs, measure, start_server_on};
 use wrk::{WrkResult, have_wrk, run_wrk};
 
 /// All scenarios, in run order.
-const SCENARIOS: [&str; 11] = [
+const SCENARIOS: [&str; 12] = [
     "echo",
     "pingpong",
     "medium-load",
     "pinned",
+    "overload",
     "http",
     "pipes",
     "timers",
@@ -57,7 +59,7 @@ const SCENARIOS: [&str; 11] = [
 ];
 
 const USAGE: &str = "usage: weir-bench [SCENARIO…] [--quick] [--out DIR] [--rounds N] [--rate REQ_PER_S] [--no-napi] [--contenders NAME,…]
-scenarios: echo pingpong medium-load pinned http pipes timers idle service service-2w instructions (default: all)";
+scenarios: echo pingpong medium-load pinned overload http pipes timers idle service service-2w instructions (default: all)";
 
 /// Command-line options.
 #[derive(Debug)]
@@ -535,6 +537,7 @@ pub(crate) fn main(args: &[String]) -> ! {
             "pingpong" => pingpong::pingpong(&mut ctx),
             "medium-load" => medium_load::medium_load(&mut ctx),
             "pinned" => pinned::pinned(&mut ctx),
+            "overload" => overload::overload(&mut ctx),
             "http" => http::http(&mut ctx),
             "pipes" => pipes::pipes(&mut ctx),
             "timers" => timers::timers(&mut ctx),
