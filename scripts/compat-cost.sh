@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What a request costs when it crosses into the tokio compat runtime: an axum hello-world on
 # weir::serve (1 worker, compat runtime on) with no timeout layer, with tower-http's
-# TimeoutLayer (a tokio timer per request) and with weir::compat::TimeoutLayer (a weir timer
+# TimeoutLayer (a tokio timer per request) and with weir::http::TimeoutLayer (a weir timer
 # per request). The server is pinned to CPU 0, wrk to CPU 1; the modes take turns for ROUNDS
 # rounds. Server CPU is the sum over all its threads (workers and compat runtime) of
 # /proc/PID/task/*/schedstat over the wrk run.

@@ -29,7 +29,10 @@
 //! The parts: [`runtime`] (build and run), [`task`] (spawn, join, yield), [`time`] (sleep,
 //! timeout, interval), [`io`] (readiness of raw fds), [`net`] (sockets), [`fs`] (files on the
 //! blocking pool), [`process`] (child processes), [`signal`] (Ctrl-C and Unix signals),
-//! [`os::linux`] (Linux-only controls of a worker's reactor).
+//! [`os::linux`] (Linux-only controls of a worker's reactor); with features, `serve` (axum and
+//! tower services over HTTP) and `http` (what hyper, hyper-util and tower ask of a runtime).
+//! The service clients are crates of their own: weir-pool, weir-postgres, weir-redis and
+//! weir-grpc.
 //! See `ARCHITECTURE.md` for how they fit.
 //!
 //! # Backends
@@ -84,7 +87,7 @@
 //!   left), polls that take too long;
 //! - **timers**: every [`time::sleep`], [`time::timeout`] and [`time::interval`] is a resource of
 //!   kind timer with its location and duration, and the console's async-op view tells which
-//!   task polls it. The sleeps of hyper's timer ([`compat::WeirTimer`]) are not listed: one
+//!   task polls it. The sleeps of hyper's timer ([`http::WeirTimer`]) are not listed: one
 //!   per request would fill the view, and
 //!   console-subscriber keeps each for its retention period and scans them all on every turn
 //!   ([`time::sleep_until_unlisted`] makes such a sleep).
@@ -341,16 +344,7 @@ pub mod process;
 pub mod signal;
 
 #[cfg(feature = "hyper")]
-pub mod compat;
-
-#[cfg(feature = "grpc")]
-pub mod grpc;
-#[cfg(feature = "pool")]
-pub mod pool;
-#[cfg(feature = "postgres")]
-pub mod postgres;
-#[cfg(feature = "redis")]
-pub mod redis;
+pub mod http;
 
 #[cfg(feature = "axum")]
 pub mod serve;
@@ -381,3 +375,8 @@ macro_rules! __require_tokio_compat {
 }
 pub use weir_executor::task_local;
 pub use weir_macros::{main, test};
+
+/// The README's Rust examples, compiled as doctests of this crate.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

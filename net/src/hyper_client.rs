@@ -1,6 +1,6 @@
 //! hyper-util's legacy client on weir's streams (feature `hyper-client`): [`Connection`] for
 //! [`TcpStream`] and [`UnixStream`], so a connector that yields them (weir's
-//! `compat::HttpConnector`, or your own) plugs into `hyper_util::client::legacy::Client`.
+//! `weir::http::HttpConnector`, or your own) plugs into `hyper_util::client::legacy::Client`.
 
 use std::net::SocketAddr;
 

@@ -17,7 +17,7 @@ use tower_service::Service;
 use super::idle::{Activity, Counted, HeadTimer, Watched};
 use super::listener::{IncomingStream, Listener, ServeConn};
 use super::service::{BoxError, MakeService, made, make_ready};
-use crate::compat::{WeirExecutor, WeirTimer};
+use crate::http::{WeirExecutor, WeirTimer};
 
 /// Tells connections to shut down gracefully, and waits until they all have.
 ///

@@ -1,5 +1,5 @@
 //! Handlers that call an upstream HTTP server, once through hyper-util's legacy client (on
-//! weir natively, with `weir::compat::HttpConnector`) and once through reqwest (which needs
+//! weir natively, with `weir::http::HttpConnector`) and once through reqwest (which needs
 //! the tokio compat runtime: it connects with tokio's sockets) — ported from
 //! `apps/tokio/proxy.rs` by changing its runtime lines only.
 //!
@@ -17,7 +17,7 @@ use axum::routing::get;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use hyper_util::client::legacy::Client;
-use weir::compat::{HttpConnector, WeirExecutor, WeirTimer};
+use weir::http::{HttpConnector, WeirExecutor, WeirTimer};
 
 #[derive(Clone)]
 struct Upstream {

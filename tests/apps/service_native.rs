@@ -5,7 +5,7 @@
 //!
 //! This is its native form on weir (binary `service_native`): the same service as
 //! `apps/service.rs` (the tokio port, binary `service`), with weir's own clients and no tokio
-//! runtime. It differs from the port in the lines that build the pools and connections — the
+//! runtime (weir-postgres, weir-redis). It differs from the port in the lines that build the pools and connections — the
 //! PostgreSQL pool, the Redis client, the HTTP client's connector — their imports, the timeout
 //! layer, the main attribute, and the listener: a `ShardedListener` with one accept loop per
 //! worker, so that each worker serves the connections it accepted, with the database and cache
@@ -54,10 +54,9 @@ use hyper_util::client::legacy::Client;
 use redis::AsyncCommands;
 use serde::{Deserialize, Serialize};
 use tower_http::trace::TraceLayer;
-use weir::compat::TimeoutLayer;
-use weir::compat::{HttpConnector, WeirExecutor};
-use weir::pool::PoolError;
-use weir::postgres::{ConnectError, Manager, Pool};
+use weir::http::TimeoutLayer;
+use weir::http::{HttpConnector, WeirExecutor};
+use weir_postgres::{ConnectError, Manager, Pool, PoolError};
 
 // The runtime's signal handling (the one import that differs between the two forms).
 use weir::signal as sig;
@@ -114,7 +113,7 @@ impl From<tokio_postgres::Error> for Failure {
 /// A multiplexed Redis connection per worker, each made on first use and made again after it
 /// failed.
 struct Cache {
-    client: weir::redis::Client,
+    client: weir_redis::Client,
     ttl: u64,
 }
 
@@ -251,14 +250,14 @@ fn app() -> Router {
         .build()
         .expect("database pool");
     let redis_url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1/".into());
-    let redis_config = weir::redis::Config::new()
+    let redis_config = weir_redis::Config::new()
         .connect_timeout(Some(REDIS_WAIT))
         .response_timeout(Some(REDIS_WAIT));
     let cache = Arc::new(Cache {
         client: if per_worker {
-            weir::redis::Client::with_config(redis_url, redis_config)
+            weir_redis::Client::with_config(redis_url, redis_config)
         } else {
-            weir::redis::Client::single(redis_url, redis_config)
+            weir_redis::Client::single(redis_url, redis_config)
         }
         .expect("REDIS_URL"),
         ttl: env_or("CACHE_TTL_S", 300),

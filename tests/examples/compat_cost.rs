@@ -34,7 +34,7 @@ async fn main() -> std::io::Result<()> {
     let app = match mode.as_str() {
         "none" => app,
         "tower-http" => app.layer(tower_http::timeout::TimeoutLayer::new(timeout)),
-        "weir" => app.layer(weir::compat::TimeoutLayer::new(timeout)),
+        "weir" => app.layer(weir::http::TimeoutLayer::new(timeout)),
         other => panic!("unknown mode {other}: none, tower-http or weir"),
     };
     let listener = weir::net::TcpListener::bind(("127.0.0.1", port)).await?;
@@ -75,7 +75,7 @@ async fn micro() {
     println!("|---|---|");
     let far = Duration::from_secs(30);
     time(
-        "weir timer armed and cancelled (`weir::compat::TimeoutLayer`)",
+        "weir timer armed and cancelled (`weir::http::TimeoutLayer`)",
         || arm_and_cancel(weir::time::sleep(far)),
     )
     .await;

@@ -1,4 +1,4 @@
-//! hyper-util's legacy `Client` on weir with `weir::compat::HttpConnector`: requests over
+//! hyper-util's legacy `Client` on weir with `weir::http::HttpConnector`: requests over
 //! pooled connections, HTTP/2, host names, connection info, errors and the connect timeout.
 //! Every server is on loopback; every wait is bounded.
 
@@ -13,7 +13,7 @@ use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::Bytes;
 use hyper::{Request, StatusCode, Version};
 use hyper_util::client::legacy::Client;
-use weir::compat::{HttpConnector, WeirExecutor, WeirTimer};
+use weir::http::{HttpConnector, WeirExecutor, WeirTimer};
 use weir::net::{HttpInfo, TcpListener};
 
 const LIMIT: Duration = Duration::from_secs(20);

@@ -1,11 +1,11 @@
 //! weir's own service clients and their placement:
 //!
 //! - the cross-worker wake-up count (`WorkerStats::cross_worker_wakes`);
-//! - `weir::pool`: connections kept per worker, with real loopback TCP connections to an echo
+//! - `weir-pool`: connections kept per worker, with real loopback TCP connections to an echo
 //!   server: a checkout gets its own worker's connection, opens one on its worker below the
 //!   limit, lends another worker's when full, times out with a clear error, discards broken
 //!   connections, recovers from a failed connect, checks idle ones, closes;
-//! - `weir::postgres` and `weir::redis` against private PostgreSQL and Redis servers
+//! - `weir-postgres` and `weir-redis` against private PostgreSQL and Redis servers
 //!   (`weir-datastores`; the tests print why and pass where the binaries are missing), and their
 //!   errors without a server.
 //!
@@ -22,7 +22,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use redis::AsyncCommands;
 use weir::net::TcpStream;
-use weir::pool::{Manage, Pool, PoolError, Recycle};
+use weir_pool::{Manage, Pool, PoolError, Recycle};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -416,9 +416,9 @@ fn postgres_clients_are_pooled_on_the_callers_worker() {
     };
     let config: tokio_postgres::Config = stores.postgres.url().parse().unwrap();
     let rt = runtime(2);
-    let pool: weir::postgres::Pool = rt
+    let pool: weir_postgres::Pool = rt
         .block_on(async {
-            Pool::builder(weir::postgres::Manager::new(config, tokio_postgres::NoTls))
+            Pool::builder(weir_postgres::Manager::new(config, tokio_postgres::NoTls))
                 .max_size(4)
                 .build()
         })
@@ -457,11 +457,11 @@ fn postgres_connect_errors_name_the_host() {
         .unwrap();
     let rt = runtime(1);
     let err = rt
-        .block_on(weir::postgres::connect(&config, tokio_postgres::NoTls))
+        .block_on(weir_postgres::connect(&config, tokio_postgres::NoTls))
         .err()
         .expect("nothing listens there");
     assert!(
-        matches!(&err, weir::postgres::ConnectError::Io { error, .. }
+        matches!(&err, weir_postgres::ConnectError::Io { error, .. }
             if error.kind() == io::ErrorKind::ConnectionRefused),
         "{err:?}"
     );
@@ -483,7 +483,7 @@ fn redis_reconnects_after_the_server_restarts() {
     let url = stores.redis.url();
     let rt = runtime(2);
     let conn = rt.block_on(async {
-        let mut c = weir::redis::Connection::new(url.as_str()).await.unwrap();
+        let mut c = weir_redis::Connection::new(url.as_str()).await.unwrap();
         let _: () = c.set("k", "v1").await.unwrap();
         assert_eq!(c.get::<_, String>("k").await.unwrap(), "v1");
         c
@@ -526,7 +526,7 @@ fn redis_client_keeps_one_connection_per_worker() {
     let url = stores.redis.url();
     let rt = runtime(2);
     let client = rt
-        .block_on(async { weir::redis::Client::open(url.as_str()) })
+        .block_on(async { weir_redis::Client::open(url.as_str()) })
         .unwrap();
     for round in 0..3 {
         for w in 0..2 {
@@ -551,8 +551,8 @@ fn redis_replies_are_awaited_on_weirs_timer() {
     let url = stores.redis.url();
     let rt = runtime(1);
     rt.block_on(async {
-        let config = weir::redis::Config::new().response_timeout(Some(Duration::from_millis(50)));
-        let mut c = weir::redis::Connection::with_config(url.as_str(), config)
+        let config = weir_redis::Config::new().response_timeout(Some(Duration::from_millis(50)));
+        let mut c = weir_redis::Connection::with_config(url.as_str(), config)
             .await
             .unwrap();
         // BLPOP on an empty list holds its reply for 2 s.
@@ -585,9 +585,9 @@ fn redis_connecting_to_a_silent_server_times_out() {
         drop(conns);
     });
     let rt = runtime(1);
-    let config = weir::redis::Config::new().connect_timeout(Some(Duration::from_millis(50)));
+    let config = weir_redis::Config::new().connect_timeout(Some(Duration::from_millis(50)));
     let err = rt
-        .block_on(weir::redis::Connection::with_config(
+        .block_on(weir_redis::Connection::with_config(
             format!("redis://{addr}/"),
             config,
         ))
@@ -604,7 +604,7 @@ fn redis_connecting_to_a_silent_server_times_out() {
 fn redis_tls_urls_are_refused_clearly() {
     let rt = runtime(1);
     let err = rt
-        .block_on(weir::redis::Connection::new("rediss://127.0.0.1:1/"))
+        .block_on(weir_redis::Connection::new("rediss://127.0.0.1:1/"))
         .unwrap_err();
     assert!(err.to_string().contains("TLS"), "{err}");
 }

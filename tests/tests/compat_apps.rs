@@ -28,7 +28,7 @@ use hyper::header::{ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_TYPE};
 use hyper::{Request, StatusCode};
 use hyper_util::client::legacy::Client;
 use tokio_tungstenite::tungstenite::Message;
-use weir::compat::{HttpConnector, WeirExecutor};
+use weir::http::{HttpConnector, WeirExecutor};
 
 /// Upper bound of any wait on a child.
 const LIMIT: Duration = Duration::from_secs(30);

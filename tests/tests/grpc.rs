@@ -1,5 +1,5 @@
-//! gRPC with tonic on weir and no tokio runtime: a tonic server through `weir::grpc::serve`,
-//! a tonic client over `weir::grpc::connect`, a unary call and a server-streaming call, the
+//! gRPC with tonic on weir and no tokio runtime: a tonic server through `weir_grpc::serve`,
+//! a tonic client over `weir_grpc::connect`, a unary call and a server-streaming call, the
 //! peer's address in the handler, graceful shutdown with a call in flight, and a connection
 //! reset mid-stream after which the channel connects again.
 //!
@@ -237,7 +237,7 @@ async fn start(
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = weir::spawn(
-        weir::grpc::serve(listener, Routes::new(echo))
+        weir_grpc::serve(listener, Routes::new(echo))
             .with_graceful_shutdown(async move {
                 let _ = stopped.await;
             })
@@ -255,7 +255,7 @@ fn unary_and_streaming_calls_on_weir_alone() {
     runtime().block_on(async {
         assert!(tokio::runtime::Handle::try_current().is_err());
         let (addr, stop, server) = start("127.0.0.1:0".parse().unwrap(), Echo::default()).await;
-        let channel = weir::grpc::connect(endpoint(addr)).await.unwrap();
+        let channel = weir_grpc::connect(endpoint(addr)).await.unwrap();
         let mut client = EchoClient::new(channel.clone());
 
         let reply = client.say("hello").await.unwrap();
@@ -306,7 +306,7 @@ fn graceful_shutdown_lets_a_stream_in_flight_finish() {
     runtime().block_on(async {
         let echo = Echo::default();
         let (addr, stop, server) = start("127.0.0.1:0".parse().unwrap(), echo.clone()).await;
-        let mut client = EchoClient::new(weir::grpc::connect(endpoint(addr)).await.unwrap());
+        let mut client = EchoClient::new(weir_grpc::connect(endpoint(addr)).await.unwrap());
         let mut stream = client.count("slow", 3, true).await.unwrap();
         assert_eq!(stream.message().await.unwrap().unwrap().index, 0);
         // Shut down with the stream half sent: it still completes.
@@ -400,7 +400,7 @@ fn a_peer_reset_mid_stream_is_an_error_and_the_channel_reconnects() {
         let echo = Echo::default();
         let (addr, stop, server) = start("127.0.0.1:0".parse().unwrap(), echo.clone()).await;
         let proxy = Proxy::start(addr);
-        let channel = weir::grpc::connect_lazy(endpoint(proxy.addr));
+        let channel = weir_grpc::connect_lazy(endpoint(proxy.addr));
         let mut client = EchoClient::new(channel.clone());
         let mut stream = client.count("doomed", 10, true).await.unwrap();
         assert_eq!(stream.message().await.unwrap().unwrap().index, 0);
@@ -448,7 +448,7 @@ fn a_peer_reset_mid_stream_is_an_error_and_the_channel_reconnects() {
 fn an_unknown_method_is_unimplemented() {
     runtime().block_on(async {
         let (addr, stop, server) = start("127.0.0.1:0".parse().unwrap(), Echo::default()).await;
-        let channel = weir::grpc::connect(endpoint(addr)).await.unwrap();
+        let channel = weir_grpc::connect(endpoint(addr)).await.unwrap();
         let mut grpc = tonic::client::Grpc::new(channel);
         grpc.ready().await.unwrap();
         let path = http::uri::PathAndQuery::from_static("/weir.test.Echo/Nope");

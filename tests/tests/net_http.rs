@@ -22,7 +22,7 @@ use hyper::body::{Bytes, Incoming};
 use hyper::header::{CONTENT_TYPE, HOST};
 use hyper::rt::Timer;
 use hyper::{Method, Request, Response, StatusCode, Version};
-use weir::compat::{WeirExecutor, WeirSleep, WeirTimer};
+use weir::http::{WeirExecutor, WeirSleep, WeirTimer};
 use weir::net::{TcpListener, TcpStream};
 
 mod common;

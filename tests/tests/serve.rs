@@ -17,7 +17,7 @@ use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{CONNECTION, HOST, UPGRADE};
 use hyper::{Request, Response, StatusCode, Version};
-use weir::compat::WeirExecutor;
+use weir::http::WeirExecutor;
 use weir::net::{ShardedListener, TcpListener, TcpStream, UnixListener, UnixStream};
 use weir::runtime::Builder;
 
@@ -514,7 +514,7 @@ fn weir_timeout_layer_answers_408_for_slow_handlers() {
                     "never"
                 }),
             )
-            .layer(weir::compat::TimeoutLayer::new(Duration::from_millis(50)));
+            .layer(weir::http::TimeoutLayer::new(Duration::from_millis(50)));
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let server = weir::spawn(weir::serve(listener, app).into_future());

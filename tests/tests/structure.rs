@@ -7,7 +7,14 @@
 //!   module and its ancestors do not count. Each module's graph of its children must be
 //!   acyclic; the failure lists every cycle with one reference (file:line) per edge.
 //! - **ARCHITECTURE.md names only paths that exist** (backticked repository paths and link
-//!   targets).
+//!   targets), **and names everything that exists** of two kinds: every crate (a directory
+//!   with a `Cargo.toml`, in the crates table) and every script in `scripts/`.
+//! - **The crates' import map is what the table says**: each crate's row lists exactly the
+//!   weir crates its `Cargo.toml` depends on; the map has no cycle; no runtime crate depends
+//!   (even for its tests) on a client, nor names one in its sources.
+//! - **The facade's modules use the runtime crates only through [`FACADE_SURFACE`]**.
+//! - **Links into `bench/README.md`** (from the README, `docs/`, ARCHITECTURE.md and the
+//!   clients' READMEs) name headings that exist there.
 //! - **Long files argue why they are one idea**: a file of more than [`LONG_FILE`] lines in
 //!   `reactor/src`, `io-uring-compat/src`, `executor/src` or `net/src` says why in its module
 //!   doc, with `One idea:`.
@@ -28,7 +35,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// The crates checked for cycles: (name, source directory holding `lib.rs`).
-const CRATES: [(&str, &str); 7] = [
+const CRATES: [(&str, &str); 11] = [
     ("reactor", "reactor/src"),
     ("io-uring-compat", "io-uring-compat/src"),
     ("executor", "executor/src"),
@@ -36,6 +43,37 @@ const CRATES: [(&str, &str); 7] = [
     ("macros", "macros/src"),
     ("config", "config/src"),
     ("weir", "src"),
+    ("pool", "clients/pool/src"),
+    ("postgres", "clients/postgres/src"),
+    ("redis", "clients/redis/src"),
+    ("grpc", "clients/grpc/src"),
+];
+
+/// The runtime crates: `weir` and what it is built from. No arrow goes from them to a client.
+const RUNTIME_CRATES: [&str; 7] = [
+    "weir",
+    "weir-net",
+    "weir-executor",
+    "weir-reactor",
+    "weir-io-uring-compat",
+    "weir-macros",
+    "weir-config",
+];
+
+/// Where the clients live: every crate under it is a client.
+const CLIENTS_DIR: &str = "clients/";
+
+/// What the facade's modules (every file of `src/` but `lib.rs`, which re-exports) may use of
+/// the runtime crates: an fd's readiness and the blocking pool, as a crate outside weir could.
+/// A subsystem that needs more is a crate of its own (see ARCHITECTURE.md, "Where `fs`,
+/// `process` and `signal` live").
+const FACADE_SURFACE: [&str; 6] = [
+    "weir_reactor::AsyncFd",
+    "weir_reactor::Interest",
+    "weir_reactor::Direction",
+    "weir_executor::JoinHandle",
+    "weir_executor::spawn_blocking",
+    "weir_executor::Handle",
 ];
 
 /// Directories whose files should stay short.
@@ -791,6 +829,399 @@ fn architecture_names_only_existing_paths() {
         "ARCHITECTURE.md names paths that do not exist (fix the map, or do not backtick a \
          slash-separated word that is not a path):\n{}",
         missing.join("\n")
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Crates, scripts and the import map
+
+/// A crate of the repository: its directory (relative, with a trailing `/`; `""` for the
+/// root), its name, and the weir crates it depends on (normal and target-specific
+/// dependencies; dev-dependencies apart).
+#[derive(Debug)]
+struct Manifest {
+    dir: String,
+    name: String,
+    deps: BTreeSet<String>,
+    dev_deps: BTreeSet<String>,
+}
+
+/// Every `Cargo.toml` of the repository (`target/` and hidden directories aside).
+fn manifests() -> Vec<Manifest> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            if path.is_dir() {
+                if !name.starts_with('.') && name != "target" {
+                    walk(&path, out);
+                }
+            } else if name == "Cargo.toml" {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(&repo(), &mut files);
+    files.sort();
+    files.iter().map(|f| read_manifest(f)).collect()
+}
+
+/// Reads the few things [`Manifest`] holds from a `Cargo.toml`, line by line (the manifests
+/// keep one dependency per line).
+fn read_manifest(file: &Path) -> Manifest {
+    let text = fs::read_to_string(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    let dir = rel(file.parent().expect("a file has a parent"));
+    let dir = if dir.is_empty() {
+        dir
+    } else {
+        format!("{dir}/")
+    };
+    let mut m = Manifest {
+        dir,
+        name: String::new(),
+        deps: BTreeSet::new(),
+        dev_deps: BTreeSet::new(),
+    };
+    let mut section = String::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            section = line.trim_matches(|c| c == '[' || c == ']').to_string();
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        let key = key.trim();
+        if section == "package" && key == "name" {
+            m.name = value.trim().trim_matches('"').to_string();
+            continue;
+        }
+        let dep = key.split('.').next().unwrap_or("").trim_matches('"');
+        if !dep.starts_with("weir") || dep == m.name {
+            continue;
+        }
+        if section == "dependencies"
+            || section == "build-dependencies"
+            || (section.starts_with("target.") && section.ends_with(".dependencies"))
+        {
+            m.deps.insert(dep.to_string());
+        } else if section == "dev-dependencies"
+            || (section.starts_with("target.") && section.ends_with(".dev-dependencies"))
+        {
+            m.dev_deps.insert(dep.to_string());
+        }
+    }
+    assert!(!m.name.is_empty(), "{}: no package name", file.display());
+    m
+}
+
+/// The crates table of ARCHITECTURE.md: (crate name, directory, weir crates it depends on).
+fn crate_rows(md: &str) -> Vec<(String, String, BTreeSet<String>)> {
+    let start = md
+        .find("## Crates")
+        .expect("ARCHITECTURE.md has a `## Crates` section");
+    let mut rows = Vec::new();
+    for line in md[start..].lines().skip(1) {
+        if line.starts_with("## ") {
+            break;
+        }
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        // | `name` | [`dir/`](…) | what | depends on |
+        if cells.len() < 6 || !cells[1].starts_with("`weir") {
+            continue;
+        }
+        let name = cells[1].trim_matches('`').to_string();
+        let dir = cells[2]
+            .split('`')
+            .nth(1)
+            .unwrap_or_else(|| panic!("the row of {name} names no directory"))
+            .to_string();
+        let dir = if dir == "src/" { String::new() } else { dir };
+        // Names before a parenthesis or a semicolon are weir crates; what follows is other
+        // dependencies, for the reader.
+        let deps = cells[4]
+            .split([';', '('])
+            .next()
+            .unwrap_or("")
+            .split(',')
+            .map(|d| d.trim().trim_matches('`'))
+            .filter(|d| d.starts_with("weir"))
+            .map(|d| d.split_whitespace().next().unwrap_or(d).to_string())
+            .collect();
+        rows.push((name, dir, deps));
+    }
+    rows
+}
+
+fn architecture() -> String {
+    fs::read_to_string(repo().join("ARCHITECTURE.md")).expect("reading ARCHITECTURE.md")
+}
+
+#[test]
+fn architecture_names_every_crate_and_script() {
+    let md = architecture();
+    let rows = crate_rows(&md);
+    let mut problems = Vec::new();
+    for m in manifests() {
+        match rows.iter().find(|(name, _, _)| *name == m.name) {
+            None => problems.push(format!(
+                "the crate {} ({}Cargo.toml) has no row in the crates table",
+                m.name, m.dir
+            )),
+            Some((_, dir, _)) if *dir != m.dir => problems.push(format!(
+                "the row of {} names the directory `{dir}`; it is in `{}`",
+                m.name, m.dir
+            )),
+            Some(_) => {}
+        }
+    }
+    let named: BTreeSet<String> = named_paths(&md).into_iter().map(|(_, p)| p).collect();
+    let scripts = fs::read_dir(repo().join("scripts")).expect("reading scripts/");
+    for e in scripts.flatten() {
+        let path = format!("scripts/{}", e.file_name().to_string_lossy());
+        if !named.contains(&path) {
+            problems.push(format!("the script `{path}` is not named"));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "ARCHITECTURE.md does not name everything that exists:\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn crate_rows_list_the_weir_crates_each_depends_on() {
+    let md = architecture();
+    let rows = crate_rows(&md);
+    let mut problems = Vec::new();
+    for m in manifests() {
+        if let Some((_, _, listed)) = rows.iter().find(|(name, _, _)| *name == m.name)
+            && *listed != m.deps
+        {
+            problems.push(format!(
+                "{}: the table says {listed:?}, {}Cargo.toml says {:?}",
+                m.name, m.dir, m.deps
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "the crates table's `depends on` column is not what the manifests say:\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn crate_map_has_no_cycle_and_no_arrow_from_the_runtime_to_the_clients() {
+    let all = manifests();
+    let clients: BTreeSet<&str> = all
+        .iter()
+        .filter(|m| m.dir.starts_with(CLIENTS_DIR))
+        .map(|m| m.name.as_str())
+        .collect();
+    assert!(
+        clients.len() >= 4,
+        "no clients found under {CLIENTS_DIR}: {clients:?}"
+    );
+    let mut problems = Vec::new();
+    for m in all
+        .iter()
+        .filter(|m| RUNTIME_CRATES.contains(&m.name.as_str()))
+    {
+        for d in m.deps.iter().chain(&m.dev_deps) {
+            if clients.contains(d.as_str()) {
+                problems.push(format!("{} depends on the client {d}", m.name));
+            }
+        }
+        // Nor in its sources: a client's name in a path (`weir_redis::…`).
+        let src = repo().join(&m.dir).join("src");
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        for f in files {
+            let text: Vec<char> = fs::read_to_string(&f).unwrap_or_default().chars().collect();
+            let code: String = strip(&text).into_iter().collect();
+            for c in &clients {
+                let path = format!("{}::", c.replace('-', "_"));
+                if code.contains(&path) {
+                    problems.push(format!("{} names `{path}`", rel(&f)));
+                }
+            }
+        }
+    }
+    // Cycles over the normal dependencies (dev-dependencies may point back: a crate's tests
+    // may use a crate built on it).
+    let edges: BTreeMap<(String, String), Evidence> = all
+        .iter()
+        .flat_map(|m| {
+            m.deps.iter().map(|d| {
+                (
+                    (m.name.clone(), d.clone()),
+                    Evidence {
+                        file: PathBuf::from(format!("{}Cargo.toml", m.dir)),
+                        line: 0,
+                        path: d.clone(),
+                    },
+                )
+            })
+        })
+        .collect();
+    for cycle in cycles(&edges) {
+        problems.push(format!("a cycle: {}", cycle.join(" -> ")));
+    }
+    assert!(
+        problems.is_empty(),
+        "the crates' import map is broken:\n{}",
+        problems.join("\n")
+    );
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let path = e.path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|x| x == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The runtime-crate paths a source names outside comments and literals, with their line:
+/// `weir_reactor::{AsyncFd, Interest}` gives `weir_reactor::AsyncFd` and
+/// `weir_reactor::Interest`.
+fn runtime_crate_paths(text: &[char]) -> Vec<(usize, String)> {
+    let code = strip(text);
+    let toks = tokens(&code);
+    let mut out = Vec::new();
+    for (i, t) in toks.iter().enumerate() {
+        let Some(krate) = ident(Some(t)) else {
+            continue;
+        };
+        if !matches!(krate, "weir_reactor" | "weir_executor" | "weir_net") {
+            continue;
+        }
+        if i > 0 && matches!(toks.get(i - 1), Some(Token { tok: Tok::Sep, .. })) {
+            continue; // `crate::weir_reactor` or a longer path: not this crate's root
+        }
+        let line = line_of(&code, t.at);
+        let mut leaves = Vec::new();
+        use_tree(&toks, i, Vec::new(), &mut leaves);
+        for (segs, _) in leaves {
+            // The crate and the item right below it, e.g. `weir_executor::spawn_blocking`.
+            let path = segs.iter().take(2).cloned().collect::<Vec<_>>().join("::");
+            out.push((line, path));
+        }
+    }
+    out
+}
+
+#[test]
+fn facade_modules_use_the_runtime_only_through_its_readiness_surface() {
+    let mut files = Vec::new();
+    rust_files(&repo().join("src"), &mut files);
+    let mut problems = Vec::new();
+    let mut seen = 0;
+    for f in files.iter().filter(|f| !f.ends_with("src/lib.rs")) {
+        let text: Vec<char> = fs::read_to_string(f).unwrap_or_default().chars().collect();
+        for (line, path) in runtime_crate_paths(&text) {
+            seen += 1;
+            if !FACADE_SURFACE.contains(&path.as_str()) {
+                problems.push(format!("{}:{line}: `{path}`", rel(f)));
+            }
+        }
+    }
+    assert!(
+        seen > 0,
+        "no facade module names a runtime crate: has the reading of paths broken?"
+    );
+    assert!(
+        problems.is_empty(),
+        "the facade's modules use the runtime crates beyond an fd's readiness and the \
+         blocking pool (such a subsystem is a crate of its own, like net; or widen \
+         FACADE_SURFACE and say why in ARCHITECTURE.md):\n{}",
+        problems.join("\n")
+    );
+}
+
+/// A heading's anchor as GitHub makes it: lower case, spaces to `-`, punctuation other than
+/// `-` and `_` dropped.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn links_into_the_bench_readme_name_existing_headings() {
+    let bench = fs::read_to_string(repo().join("bench/README.md")).expect("bench/README.md");
+    let mut fenced = false;
+    let mut anchors = BTreeSet::new();
+    for line in bench.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        } else if !fenced && line.starts_with('#') {
+            anchors.insert(anchor(line.trim_start_matches('#')));
+        }
+    }
+    let mut pages = vec![PathBuf::from("README.md"), PathBuf::from("ARCHITECTURE.md")];
+    for dir in [
+        "docs",
+        "clients/pool",
+        "clients/postgres",
+        "clients/redis",
+        "clients/grpc",
+    ] {
+        for e in fs::read_dir(repo().join(dir))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if e.path().extension().is_some_and(|x| x == "md") {
+                pages.push(PathBuf::from(rel(&e.path())));
+            }
+        }
+    }
+    let mut problems = Vec::new();
+    let mut links = 0;
+    for page in pages {
+        let text = fs::read_to_string(repo().join(&page)).unwrap_or_default();
+        for (n, line) in text.lines().enumerate() {
+            for (i, _) in line.match_indices("bench/README.md#") {
+                let a: String = line[i + "bench/README.md#".len()..]
+                    .chars()
+                    .take_while(|&c| c != ')' && c != ' ' && c != '`')
+                    .collect();
+                links += 1;
+                if !anchors.contains(&a) {
+                    problems.push(format!("{}:{}: #{a}", page.display(), n + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        links >= 3,
+        "the README links its figures to bench/README.md"
+    );
+    assert!(
+        problems.is_empty(),
+        "links into bench/README.md name headings it does not have:\n{}",
+        problems.join("\n")
     );
 }
 

@@ -474,7 +474,7 @@ totals: 1000
         assert_eq!(d.total, 0);
         assert!(d.functions.values().all(|c| c.own == 0));
         assert_eq!(
-            layer("<weir::compat::WeirSleep as hyper::rt::timer::Sleep>::poll"),
+            layer("<weir::http::WeirSleep as hyper::rt::timer::Sleep>::poll"),
             "timekeeping"
         );
         assert_eq!(

@@ -245,7 +245,7 @@ async fn accept_loop(cfg: Config) -> std::io::Result<()> {
     let l2 = listener.clone();
     announce(port, cfg, Box::new(move || l2.accept_attempts()));
     let mut http = hyper::server::conn::http1::Builder::new();
-    http.timer(weir::compat::WeirTimer::new())
+    http.timer(weir::http::WeirTimer::new())
         .header_read_timeout(cfg.header_timeout);
     loop {
         let stream = match listener.accept().await {

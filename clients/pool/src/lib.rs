@@ -1,12 +1,8 @@
-//! A connection pool that keeps its connections per worker.
+#![doc = include_str!("../README.md")]
 //!
-//! A client connection is a socket, and on weir a socket belongs to the reactor of the worker
-//! that opened it: its readiness wakes that worker, and the tasks it wakes run there. A pool
-//! that hands a handler on worker *i* a connection opened on worker *i* keeps a request's whole
-//! chain — accept, handler, query, reply — on one core. A global pool does not: half the time
-//! (with two workers) the database's reply wakes the other worker, and the handler moves there.
+//! # How a checkout chooses
 //!
-//! [`Pool`] therefore keeps one list of idle connections per worker. A checkout
+//! [`Pool`] keeps one list of idle connections per worker. A checkout
 //! ([`Pool::get`]) takes, in this order:
 //! 1. an idle connection opened on the caller's worker (counted in
 //!    [`PoolStats::local_checkouts`]);
@@ -19,20 +15,20 @@
 //! [`PoolBuilder::wait_timeout`], and then fails with [`PoolError::Timeout`].
 //!
 //! A returned connection goes back to the list of the worker that opened it, whichever worker
-//! returns it. The clients of this crate spawn a connection's driver task pinned to that worker
-//! ([`postgres`](crate::postgres), [`redis`](crate::redis)), so the driver is never stolen. If
+//! returns it. A [`Manage`] implementation spawns a connection's driver task pinned to that
+//! worker ([`spawn_driver`]; weir-postgres and weir-redis do), so the driver is never stolen. If
 //! the task holding a connection is stolen by another worker, nothing else moves: the
 //! connection's socket stays on its worker's reactor, its replies wake its driver there, and the
 //! driver wakes the task on that worker, where it runs again. A steal therefore costs a few
-//! cross-worker wake-ups ([`WorkerStats::cross_worker_wakes`](crate::runtime::WorkerStats)),
+//! cross-worker wake-ups ([`WorkerStats::cross_worker_wakes`](weir::runtime::WorkerStats)),
 //! not a lasting cross-core chain. Serve with a
-//! [`ShardedListener`](crate::net::ShardedListener), so that each worker accepts and serves
+//! [`ShardedListener`](weir::net::ShardedListener), so that each worker accepts and serves
 //! connections of its own; with one `TcpListener`, every accepted socket is on the accepting
 //! worker's reactor and the other workers work only by stealing.
 //!
-//! What a connection is, how it is opened and checked, is a [`Manage`] implementation: see
-//! [`postgres::Manager`](crate::postgres::Manager) (feature `postgres`). Timeouts run on
-//! weir's timers; no tokio runtime is involved.
+//! What a connection is, how it is opened and checked, is a [`Manage`] implementation
+//! (weir-postgres's `Manager` is one). Timeouts run on weir's timers; no tokio runtime is
+//! involved.
 //!
 //! One idea: the pool's accounting. Its room (how many connections exist or are being opened),
 //! the per-worker idle lists, and the guards that give room back when a checkout is dropped at
@@ -49,7 +45,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::time::Instant;
+use weir::time::Instant;
 
 /// What a [`Pool`] holds and how it opens and checks it.
 pub trait Manage: Send + Sync + 'static {
@@ -221,7 +217,7 @@ impl<M: Manage> PoolBuilder<M> {
         let workers = match self.workers {
             Some(0) => return Err(invalid("workers")),
             Some(n) => n,
-            None => crate::runtime::Handle::try_current().map_or(1, |h| h.num_workers()),
+            None => weir::runtime::Handle::try_current().map_or(1, |h| h.num_workers()),
         };
         // Without placement, one list: every caller maps to it (the "off the workers" list).
         let workers = if self.per_worker { workers } else { 0 };
@@ -302,7 +298,7 @@ struct Inner<M: Manage> {
 impl<M: Manage> Inner<M> {
     fn shard_here(&self) -> usize {
         let off = self.shards.len() - 1;
-        crate::runtime::worker_index().map_or(off, |w| w.min(off))
+        weir::runtime::worker_index().map_or(off, |w| w.min(off))
     }
 
     /// Reserves room for one more connection, if the pool is below its size.
@@ -333,7 +329,7 @@ impl<M: Manage> Inner<M> {
         };
         if check {
             let checked = match self.connect_timeout {
-                Some(t) => crate::time::timeout(t, self.manager.check(&mut conn))
+                Some(t) => weir::time::timeout(t, self.manager.check(&mut conn))
                     .await
                     .unwrap_or(Ok(())),
                 None => self.manager.check(&mut conn).await,
@@ -395,7 +391,7 @@ async fn open<M: Manage>(
 ) -> Result<Opened<M>, PoolError<M::Error>> {
     let reservation = Reservation(Some(inner.clone()));
     let r = match inner.connect_timeout {
-        Some(t) => match crate::time::timeout(t, inner.manager.connect()).await {
+        Some(t) => match weir::time::timeout(t, inner.manager.connect()).await {
             Ok(r) => r.map_err(PoolError::Connect),
             Err(_) => Err(PoolError::ConnectTimeout(t)),
         },
@@ -412,14 +408,16 @@ async fn open<M: Manage>(
 }
 
 /// Runs `fut` on worker `worker` of the current runtime (pinned, so it cannot move while it
-/// runs), or here when `worker` is `None` or no such worker exists. `None` if the runtime shut
+/// runs), or here when `worker` is `None` or no such worker exists. A client that keeps a
+/// connection per worker opens worker `w`'s with it, so that the socket is registered with
+/// `w`'s reactor even if the calling task is stolen meanwhile. `None` if the runtime shut
 /// down before it finished; a panic in `fut` is resumed here.
-pub(crate) async fn on_worker<F>(worker: Option<usize>, fut: F) -> Option<F::Output>
+pub async fn on_worker<F>(worker: Option<usize>, fut: F) -> Option<F::Output>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    let handle = crate::runtime::Handle::try_current();
+    let handle = weir::runtime::Handle::try_current();
     match (handle, worker) {
         (Ok(h), Some(w)) if w < h.num_workers() => match h.spawn_on(w, fut).await {
             Ok(v) => Some(v),
@@ -431,22 +429,23 @@ where
 }
 
 /// Spawns a connection's driver task pinned to the worker running the caller (where the
-/// connection's socket was just registered), or as [`weir::spawn`](crate::spawn) does off the
+/// connection's socket was just registered), or as [`weir::spawn`] does off the
 /// workers. Pinned, the driver is never stolen: it runs where its socket's readiness arrives,
-/// so the tasks it wakes are woken on that worker.
-pub(crate) fn spawn_driver<F>(driver: F)
+/// so the tasks it wakes are woken on that worker. Call it from [`Manage::connect`] for a
+/// connection that needs a task of its own (tokio-postgres's `Connection`, redis's driver).
+pub fn spawn_driver<F>(driver: F)
 where
     F: Future<Output = ()> + Send + 'static,
 {
     match (
-        crate::runtime::Handle::try_current(),
-        crate::runtime::worker_index(),
+        weir::runtime::Handle::try_current(),
+        weir::runtime::worker_index(),
     ) {
         (Ok(h), Some(w)) if w < h.num_workers() => {
             h.spawn_on(w, driver);
         }
         _ => {
-            crate::spawn(driver);
+            weir::spawn(driver);
         }
     }
 }
@@ -480,7 +479,7 @@ impl<M: Manage> Pool<M> {
         let inner = &*self.inner;
         let acquire = inner.permits.clone().acquire_owned();
         let permit = match inner.wait_timeout {
-            Some(t) => match crate::time::timeout(t, acquire).await {
+            Some(t) => match weir::time::timeout(t, acquire).await {
                 Ok(p) => p,
                 Err(_) => {
                     inner.timeouts.fetch_add(1, Ordering::Relaxed);
@@ -526,7 +525,7 @@ impl<M: Manage> Pool<M> {
                 }
                 // A connection is on its way back between lists, or being discarded: let
                 // that finish.
-                None => crate::task::yield_now().await,
+                None => weir::task::yield_now().await,
             }
         }
     }

@@ -1,16 +1,25 @@
-//! hyper 1.x on weir: an [`Executor`](hyper::rt::Executor) and a [`Timer`](hyper::rt::Timer).
+//! HTTP on weir: what hyper, hyper-util and tower ask of a runtime, on weir's tasks, sockets
+//! and timers.
 //!
 //! weir's stream types ([`TcpStream`](crate::net::TcpStream), [`UnixStream`](crate::net::UnixStream))
 //! implement `hyper::rt::Read` and `hyper::rt::Write` themselves under feature `hyper`, so
-//! they are handed to hyper as they are — no `TokioIo`-style wrapper. What hyper still needs
-//! from a runtime is here:
+//! they are handed to hyper as they are — no `TokioIo`-style wrapper. What the HTTP stack still
+//! needs from a runtime is here:
 //!
 //! - [`WeirExecutor`] spawns the tasks hyper starts (HTTP/2 streams, client connections) with
 //!   [`weir::spawn`](crate::spawn) — or on the runtime of a given
-//!   [`Handle`];
+//!   [`Handle`] (feature `hyper`);
 //! - [`WeirTimer`] gives hyper weir's nanosecond timers ([`weir::time::Sleep`](crate::time::Sleep))
 //!   for HTTP/1 `header_read_timeout` and HTTP/2 keep-alive pings; [`WeirSleep`] is the future
-//!   it returns.
+//!   it returns (feature `hyper`);
+//! - `HttpConnector` connects hyper-util's legacy `Client` over weir's sockets (feature
+//!   `client`);
+//! - `TimeoutLayer` is tower-http's request timeout on a weir timer (feature `axum`).
+//!
+//! The module is named for the stack it serves, as [`net`](crate::net) and [`fs`](crate::fs)
+//! are: with tokio these pieces sit in hyper-util's `rt` and `client` modules and in
+//! tower-http, each bound to tokio; on weir they share one set of features and weir's timers,
+//! so they live together. (`weir::serve`, the server loop built from them, keeps axum's name.)
 //!
 //! Porting a tokio-based hyper or axum server therefore changes only its runtime lines: the
 //! listener, `#[weir::main]`, `WeirExecutor` for `TokioExecutor`, `WeirTimer` for
@@ -25,7 +34,7 @@
 //! use hyper::server::conn::http1;
 //! use hyper::service::service_fn;
 //! use hyper::{Request, Response};
-//! use weir::compat::WeirTimer;
+//! use weir::http::WeirTimer;
 //!
 //! async fn hello(_: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
 //!     Ok(Response::new(Full::new(Bytes::from_static(b"Hello, World!"))))
@@ -57,7 +66,7 @@
 //! use hyper::service::service_fn;
 //! use hyper::{Request, Response};
 //! use hyper_util::server::conn::auto;
-//! use weir::compat::{WeirExecutor, WeirTimer};
+//! use weir::http::{WeirExecutor, WeirTimer};
 //!
 //! async fn hello(_: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
 //!     Ok(Response::new(Full::new(Bytes::from_static(b"Hello, World!"))))

@@ -1,5 +1,6 @@
-//! Redis on weir: the [`redis`] crate's multiplexed connection over weir's sockets, its driver
-//! on a weir task, its timeouts on weir's timers, and reconnection after the server restarts.
+#![doc = include_str!("../README.md")]
+//!
+//! # What it has
 //!
 //! - [`connect`] opens one multiplexed connection (the equivalent of
 //!   `redis::Client::get_multiplexed_async_connection`).
@@ -9,17 +10,6 @@
 //!   `query_async` work on it as they are.
 //! - [`Client`] keeps one such connection per worker: a handler gets the connection opened on
 //!   its own worker, so its replies wake the worker it runs on.
-//!
-//! ```no_run
-//! use redis::AsyncCommands;
-//!
-//! # async fn run() -> redis::RedisResult<()> {
-//! let redis = weir::redis::Client::open("redis://127.0.0.1/")?;
-//! let mut conn = redis.connection(); // this worker's connection
-//! let _: () = conn.set_ex("greeting", "hello", 60).await?;
-//! let v: Option<String> = conn.get("greeting").await?;
-//! # let _ = v; Ok(()) }
-//! ```
 //!
 //! Each command waits at most [`Config::response_timeout`] for its reply (500 ms by default,
 //! as the `redis` crate's), on a weir timer. A connection that fails with an I/O error, or whose
@@ -34,12 +24,15 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::io::tcp::{TcpSettings, socket2};
 use redis::{
     AsyncConnectionConfig, Cmd, ConnectionAddr, ConnectionInfo, ErrorKind, IntoConnectionInfo,
     Pipeline, RedisError, RedisFuture, RedisResult, Value,
 };
 
-use crate::net::{TcpStream, UnixStream};
+use weir::net::{TcpStream, UnixStream};
+
+pub use redis;
 
 /// Timeouts of a Redis connection.
 #[derive(Clone, Debug)]
@@ -85,8 +78,9 @@ fn timed_out(what: &str, t: Duration) -> RedisError {
 }
 
 /// Opens a multiplexed connection over a weir socket and spawns its driver with
-/// [`weir::spawn`](crate::spawn). The connection's own response timeout is unset (it would need
-/// tokio's timers); [`Connection`] applies one on weir's.
+/// [`weir::spawn`]. The connection's own response timeout is unset (it would need
+/// tokio's timers); [`Connection`] applies one on weir's. The address's `TcpSettings`
+/// (keepalive, `TCP_USER_TIMEOUT`) are applied to the socket, and `TCP_NODELAY` is on.
 ///
 /// # Errors
 /// An unparsable address, `rediss://` (TLS is not supported), a socket or handshake error, or
@@ -106,7 +100,7 @@ async fn open(
 ) -> RedisResult<MultiplexedConnection> {
     let fut = open_untimed(info, alive);
     match config.connect_timeout {
-        Some(t) => crate::time::timeout(t, fut)
+        Some(t) => weir::time::timeout(t, fut)
             .await
             .unwrap_or_else(|_| Err(timed_out("connecting", t))),
         None => fut.await,
@@ -117,12 +111,15 @@ async fn open_untimed(
     info: &ConnectionInfo,
     alive: Arc<AtomicBool>,
 ) -> RedisResult<MultiplexedConnection> {
-    let mcfg = AsyncConnectionConfig::new();
-    let (conn, driver) = match &info.addr {
+    // redis 1.x gives a connection a 500 ms response timeout of its own by default, armed on
+    // tokio's timers; it is turned off here, and `Connection` applies one on weir's.
+    let mcfg = AsyncConnectionConfig::new().set_response_timeout(None);
+    let redis = info.redis_settings();
+    let (conn, driver) = match info.addr() {
         ConnectionAddr::Tcp(host, port) => {
             let tcp = TcpStream::connect((host.as_str(), *port)).await?;
-            tcp.set_nodelay(true)?;
-            let (c, d) = MultiplexedConnection::new_with_config(&info.redis, tcp, mcfg).await?;
+            apply_tcp_settings(&tcp, info.tcp_settings())?;
+            let (c, d) = MultiplexedConnection::new_with_config(redis, tcp, mcfg).await?;
             (
                 c,
                 Box::pin(d) as std::pin::Pin<Box<dyn Future<Output = ()> + Send>>,
@@ -130,7 +127,7 @@ async fn open_untimed(
         }
         ConnectionAddr::Unix(path) => {
             let unix = UnixStream::connect(path).await?;
-            let (c, d) = MultiplexedConnection::new_with_config(&info.redis, unix, mcfg).await?;
+            let (c, d) = MultiplexedConnection::new_with_config(redis, unix, mcfg).await?;
             (
                 c,
                 Box::pin(d) as std::pin::Pin<Box<dyn Future<Output = ()> + Send>>,
@@ -144,11 +141,27 @@ async fn open_untimed(
             )));
         }
     };
-    crate::pool::spawn_driver(async move {
+    weir_pool::spawn_driver(async move {
         driver.await;
         alive.store(false, Ordering::Release);
     });
     Ok(conn)
+}
+
+/// The socket options of the address's `TcpSettings` that it lets a caller read (keepalive,
+/// `TCP_USER_TIMEOUT`), as the redis crate applies them to its own sockets. `TCP_NODELAY` is always on: the
+/// multiplexed connection batches its writes itself, and a command must not wait for the
+/// previous one's acknowledgement.
+fn apply_tcp_settings(tcp: &TcpStream, settings: &TcpSettings) -> io::Result<()> {
+    tcp.set_nodelay(true)?;
+    let sock = socket2::SockRef::from(tcp);
+    if let Some(keepalive) = settings.keepalive() {
+        sock.set_tcp_keepalive(keepalive)?;
+    }
+    if let Some(user_timeout) = settings.user_timeout() {
+        sock.set_tcp_user_timeout(Some(user_timeout))?;
+    }
+    Ok(())
 }
 
 struct Live {
@@ -189,8 +202,8 @@ impl Shared {
         // A connection of worker w is opened by a task pinned to w, so that its socket and
         // driver are w's even if the caller is stolen while it connects.
         let (info, config, a) = (self.info.clone(), self.config.clone(), alive.clone());
-        let conn = crate::pool::on_worker(
-            self.worker.or_else(crate::runtime::worker_index),
+        let conn = weir_pool::on_worker(
+            self.worker.or_else(weir::runtime::worker_index),
             async move { open(&info, &config, a).await },
         )
         .await
@@ -271,7 +284,7 @@ impl Connection {
     {
         let (conn, alive) = self.shared.get().await?;
         let r = match self.shared.config.response_timeout {
-            Some(t) => crate::time::timeout(t, send(conn))
+            Some(t) => weir::time::timeout(t, send(conn))
                 .await
                 .unwrap_or_else(|_| Err(timed_out("the reply", t))),
             None => send(conn).await,
@@ -299,14 +312,14 @@ impl ConnectionLike for Connection {
     }
 
     fn get_db(&self) -> i64 {
-        self.shared.info.redis.db
+        self.shared.info.redis_settings().db()
     }
 }
 
 impl fmt::Debug for Connection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Connection")
-            .field("addr", &self.shared.info.addr)
+            .field("addr", self.shared.info.addr())
             .field("connected", &self.shared.current().is_some())
             .field("connects", &self.connects())
             .finish()
@@ -337,7 +350,7 @@ impl Client {
     /// An unparsable address.
     pub fn with_config(info: impl IntoConnectionInfo, config: Config) -> RedisResult<Client> {
         let info = info.into_connection_info()?;
-        let workers = crate::runtime::Handle::try_current().map_or(1, |h| h.num_workers());
+        let workers = weir::runtime::Handle::try_current().map_or(1, |h| h.num_workers());
         let per_worker = (0..=workers)
             .map(|w| Connection::lazy(info.clone(), config.clone(), (w < workers).then_some(w)))
             .collect();
@@ -359,7 +372,7 @@ impl Client {
     /// The connection of the worker running the caller.
     pub fn connection(&self) -> Connection {
         let off = self.per_worker.len() - 1;
-        let i = crate::runtime::worker_index().map_or(off, |w| w.min(off));
+        let i = weir::runtime::worker_index().map_or(off, |w| w.min(off));
         self.per_worker[i].clone()
     }
 

@@ -1,9 +1,10 @@
-//! gRPC with [`tonic`] on weir: a server through [`weir::serve`](crate::serve()) and a client
-//! [`Channel`] over weir's sockets, with no tokio runtime.
+#![doc = include_str!("../README.md")]
+//!
+//! # What it replaces
 //!
 //! tonic's generated code (servers, clients, codecs) is runtime-neutral; only its transport
 //! (`tonic::transport::Server`, `Channel::connect`) spawns on tokio and sleeps on tokio's
-//! timers. This module replaces those two entry points:
+//! timers. This crate replaces those two entry points:
 //!
 //! - [`serve`] serves tonic [`Routes`] on a weir TCP listener: HTTP/2 from weir's hyper
 //!   stack (connection tasks and HTTP/2 timers on weir), every request carrying
@@ -16,35 +17,16 @@
 //!   [`WeirExecutor`]. The channel reconnects after the server
 //!   went away, on the next call.
 //!
-//! ```no_run
-//! # async fn run(routes: tonic::service::Routes) -> Result<(), Box<dyn std::error::Error>> {
-//! let listener = weir::net::TcpListener::bind("127.0.0.1:50051").await?;
-//! weir::grpc::serve(listener, routes)
-//!     .with_graceful_shutdown(async {
-//!         let _ = weir::signal::ctrl_c().await;
-//!     })
-//!     .await?;
-//! # Ok(()) }
-//! ```
-//!
-//! ```no_run
-//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! let endpoint = tonic::transport::Endpoint::from_static("http://127.0.0.1:50051");
-//! let channel = weir::grpc::connect(endpoint).await?;
-//! // let mut client = GreeterClient::new(channel);
-//! # let _ = channel; Ok(()) }
-//! ```
-//!
 //! # What a port changes
 //! `Server::builder().add_service(a).add_service(b).serve(addr)` becomes
-//! `weir::grpc::serve(listener, Routes::new(a).add_service(b))`, and
-//! `Endpoint::connect()` becomes `weir::grpc::connect(endpoint)`.
+//! `weir_grpc::serve(listener, Routes::new(a).add_service(b))`, and
+//! `Endpoint::connect()` becomes `weir_grpc::connect(endpoint)`.
 //!
 //! Three `Endpoint` settings arm tokio timers inside tonic's channel and need a tokio runtime
 //! (`#[weir::main(tokio_compat = true)]`): `timeout`, `connect_timeout` and
 //! `http2_keep_alive_interval`. On weir, bound a call with
-//! [`weir::time::timeout`](crate::time::timeout), and a connect with [`connect_with`]'s
-//! connector ([`HttpConnector::set_connect_timeout`](crate::compat::HttpConnector::set_connect_timeout)).
+//! [`weir::time::timeout`](weir::time::timeout), and a connect with [`connect_with`]'s
+//! connector ([`HttpConnector::set_connect_timeout`](weir::http::HttpConnector::set_connect_timeout)).
 //! `Request::set_timeout` (the `grpc-timeout` header) is enforced by the server; tonic's
 //! client arms a tokio timer for it too.
 
@@ -59,18 +41,20 @@ use tonic::transport::server::TcpConnectInfo;
 use tonic::transport::{Channel, Endpoint};
 use tower_service::Service;
 
-use crate::compat::{HttpConnector, WeirExecutor};
-use crate::net::TcpStream;
-use crate::serve::{IncomingStream, Listener, Serve, marker};
+use weir::http::{HttpConnector, WeirExecutor};
+use weir::net::TcpStream;
+use weir::serve::{IncomingStream, Listener, Serve, marker};
 
-/// Serves tonic `routes` on `listener` (a [`TcpListener`](crate::net::TcpListener) or
-/// [`ShardedListener`](crate::net::ShardedListener)); see the [module docs](self). Await the
+pub use tonic;
+
+/// Serves tonic `routes` on `listener` (a [`TcpListener`](weir::net::TcpListener) or
+/// [`ShardedListener`](weir::net::ShardedListener)); see the [crate docs](crate). Await the
 /// result, or call [`Serve::with_graceful_shutdown`] first.
 pub fn serve<L>(listener: L, routes: Routes) -> Serve<L, ConnectInfo, marker::MakeService>
 where
     L: Listener<Io = TcpStream, Addr = SocketAddr>,
 {
-    crate::serve(
+    weir::serve(
         listener,
         ConnectInfo {
             router: routes.prepare().into_axum_router(),

@@ -4,25 +4,24 @@
 //! ```text
 //! cargo run -p weir-datastores -- up          # a private PostgreSQL and Redis; prints their URLs
 //! DATABASE_URL=postgres://weir@127.0.0.1:PORT/weir REDIS_URL=redis://127.0.0.1:PORT/ \
-//!   cargo run --example clients --features postgres,redis
+//!   cargo run -p weir-postgres --example pool_and_cache
 //! ```
 
 use std::time::Duration;
 
-use redis::AsyncCommands;
-use weir::pool::Pool;
-use weir::postgres::Manager;
+use weir_postgres::tokio_postgres::NoTls;
+use weir_postgres::{Manager, Pool};
+use weir_redis::redis::AsyncCommands;
 
 #[weir::main(workers = 2)]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let db_url = std::env::var("DATABASE_URL").map_err(|_| "set DATABASE_URL (see the docs)")?;
     let redis_url = std::env::var("REDIS_URL").map_err(|_| "set REDIS_URL (see the docs)")?;
-    let pool: weir::postgres::Pool =
-        Pool::builder(Manager::new(db_url.parse()?, tokio_postgres::NoTls))
-            .max_size(4)
-            .wait_timeout(Some(Duration::from_secs(2)))
-            .build()?;
-    let cache = weir::redis::Client::open(redis_url.as_str())?;
+    let pool: Pool = Pool::builder(Manager::new(db_url.parse()?, NoTls))
+        .max_size(4)
+        .wait_timeout(Some(Duration::from_secs(2)))
+        .build()?;
+    let cache = weir_redis::Client::open(redis_url.as_str())?;
 
     let handle = weir::runtime::Handle::current();
     let mut tasks = Vec::new();

@@ -1,40 +1,19 @@
-//! PostgreSQL on weir: [`tokio-postgres`](tokio_postgres) over weir's sockets, and a
-//! [`Pool`] of its clients kept per worker.
+#![doc = include_str!("../README.md")]
+//!
+//! # What it does
 //!
 //! tokio-postgres speaks the protocol over any stream; what it needs from a runtime is a
 //! socket and a task to drive the connection. [`connect`] opens the socket with weir (TCP or a
 //! Unix socket, with the `Config`'s hosts, ports and connect timeout), and returns the client
 //! and its connection as `tokio_postgres::connect` does; spawn the connection with
-//! [`weir::spawn`](crate::spawn). The [`Manager`] does that for a [`Pool`]: pooled clients are
+//! [`weir::spawn`]. The [`Manager`] does that for a [`Pool`]: pooled clients are
 //! [`Client`]s, tokio-postgres's client with a statement cache.
-//!
-//! Porting from `deadpool-postgres` changes the lines that build the pool:
-//!
-//! ```no_run
-//! use std::time::Duration;
-//!
-//! use weir::postgres::{Manager, Pool};
-//!
-//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! let config: tokio_postgres::Config = "postgres://app@127.0.0.1/app".parse()?;
-//! let pool: Pool = Pool::builder(Manager::new(config, tokio_postgres::NoTls))
-//!     .max_size(8)
-//!     .wait_timeout(Some(Duration::from_secs(2)))
-//!     .build()?;
-//!
-//! let client = pool.get().await?;
-//! let stmt = client.prepare_cached("SELECT name FROM users WHERE id = $1").await?;
-//! let row = client.query_one(&stmt, &[&42_i64]).await?;
-//! let name: String = row.get(0);
-//! # let _ = name; Ok(()) }
-//! ```
 //!
 //! TLS: pass any [`MakeTlsConnect`] for weir's [`Socket`] (`tokio_postgres::NoTls`, or a TLS
 //! crate's connector for tokio-postgres, which work over any tokio stream).
 //!
 //! The connection task is spawned with `weir::spawn` on the worker that connects, where its
-//! socket is registered; the pool keeps each client on that worker's list (see
-//! [`pool`](mod@crate::pool)).
+//! socket is registered; the pool keeps each client on that worker's list (see [`weir_pool`]).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -52,10 +31,14 @@ use tokio_postgres::config::Host;
 use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
 use tokio_postgres::{Config, Connection, Statement};
 
-use crate::net::{TcpStream, UnixStream};
-use crate::pool::{self, Manage};
+use weir::net::{TcpStream, UnixStream};
+use weir_pool::{self as pool, Manage};
 
-/// A pool of [`Client`]s kept per worker; see [`pool`](mod@crate::pool).
+pub use tokio_postgres;
+/// The pool's settings, errors and counters, from [`weir_pool`].
+pub use weir_pool::{PoolBuilder, PoolError, PoolStats, Recycle};
+
+/// A pool of [`Client`]s kept per worker; see [`weir_pool`].
 pub type Pool<T = tokio_postgres::NoTls> = pool::Pool<Manager<T>>;
 
 /// A client checked out of a [`Pool`]; it dereferences to [`Client`].
@@ -207,7 +190,7 @@ async fn open_socket(config: &Config) -> Result<(Socket, String), ConnectError> 
             (None, None) => unreachable!("i < max(hosts, addrs)"),
         };
         let r = match config.get_connect_timeout() {
-            Some(t) => crate::time::timeout(*t, attempt.connect(config))
+            Some(t) => weir::time::timeout(*t, attempt.connect(config))
                 .await
                 .unwrap_or_else(|_| {
                     Err(io::Error::new(
@@ -275,7 +258,7 @@ impl Target {
 }
 
 /// Connects to PostgreSQL over a weir socket: the equivalent of `tokio_postgres::connect`
-/// (and of `Config::connect`). Spawn the returned connection with [`weir::spawn`](crate::spawn);
+/// (and of `Config::connect`). Spawn the returned connection with [`weir::spawn`];
 /// it performs the I/O and resolves when the client is gone or the connection failed.
 ///
 /// # Errors

@@ -37,7 +37,7 @@ use crate::net::{TcpSocket, TcpStream};
 /// use http_body_util::{BodyExt, Empty};
 /// use hyper::body::Bytes;
 /// use hyper_util::client::legacy::Client;
-/// use weir::compat::{HttpConnector, WeirExecutor, WeirTimer};
+/// use weir::http::{HttpConnector, WeirExecutor, WeirTimer};
 ///
 /// #[weir::main]
 /// async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {

@@ -27,7 +27,7 @@ use crate::time::Sleep;
 ///
 /// use axum::Router;
 /// use axum::routing::get;
-/// use weir::compat::TimeoutLayer; // was: use tower_http::timeout::TimeoutLayer;
+/// use weir::http::TimeoutLayer; // was: use tower_http::timeout::TimeoutLayer;
 ///
 /// let app: Router = Router::new()
 ///     .route("/", get(|| async { "Hello, World!" }))
