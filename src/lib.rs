@@ -224,7 +224,7 @@
 pub mod runtime {
     pub use weir_executor::{
         ACCEPT_MULTISHOT_ENV, BACKEND_ENV, Builder, EnterGuard, Handle, MAX_BUSY_POLL,
-        MAX_MIN_WAIT, MAX_TIMER_SPIN, MAX_WORKERS, MIN_STACK_SIZE, MIN_WAIT_ENV,
+        MAX_MIN_WAIT, MAX_TIMER_SPIN, MAX_WORKERS, MIN_STACK_SIZE, MIN_WAIT_ENV, PollsWaited,
         RECV_MULTISHOT_ENV, Runtime, RuntimeId as Id, RuntimeMetrics, TryCurrentError, WorkerStats,
     };
     pub use weir_reactor::metrics::EVENT_BUCKETS;

@@ -32,6 +32,7 @@ mod instructions;
 mod measuring;
 mod medium_load;
 mod napi_lab;
+mod overload;
 mod pingpong;
 mod pinned;
 mod pipes;
@@ -48,11 +49,12 @@ type Run = fn(&mut Ctx) -> ScenarioResult;
 
 /// Every scenario, in run order: the name the command line takes, and the entry point. A new
 /// scenario is a file in `scenarios/` and one row here (see the README, "Adding a scenario").
-const SCENARIOS: [(&str, Run); 11] = [
+const SCENARIOS: [(&str, Run); 12] = [
     ("echo", echo::echo),
     ("pingpong", pingpong::pingpong),
     ("medium-load", medium_load::medium_load),
     ("pinned", pinned::pinned),
+    ("overload", overload::overload),
     ("http", http::http),
     ("pipes", pipes::pipes),
     ("timers", timers::timers),

@@ -12,8 +12,9 @@
 //!   What users call (`task/`: join sets, task-locals, yielding, `block_in_place`) sits above
 //!   the schedulers.
 //! * **Queues**: a bounded local ring per worker (`queue.rs`; the owner pushes and pops, idle
-//!   workers steal half), a LIFO slot for the task a running task just woke, a pinned queue for
-//!   `spawn_local` tasks, and a global inject queue (`inject.rs`).
+//!   workers steal half) continued by an unbounded backlog, a LIFO slot for the task a running
+//!   task just woke, a pinned queue for `spawn_local` tasks, and a global inject queue (the
+//!   backlog and the inject queue are `shared_fifo.rs`).
 //! * **Runtime-wide state** (`shared/`): each worker's remote part and core, the inject queue,
 //!   the sleep/wake protocol (`shared/idle.rs`), the live tasks, the blocking pool.
 //! * **The thread's context** (`context.rs`): the runtime a thread is in, the worker it runs
@@ -31,9 +32,9 @@
 //!   `block_on`), the **[`Builder`]** (`builder/`) and the **metrics** (`metrics.rs`).
 //!
 //! The modules are layered, leaves first; each uses only modules before it in this order:
-//! `loom`, `compat`, `config`, `queue`, `inject`, `parker`, `task_core`, `blocking`, `shared`,
-//! `context`, `schedule`, `placement`, `worker`, `metrics`, `handle`, `runtime`, `builder`,
-//! `task`. (The blocking pool reaches the runtime it serves through the `blocking::Enter`
+//! `loom`, `compat`, `config`, `queue`, `shared_fifo`, `line`, `parker`, `task_core`,
+//! `blocking`, `shared`, `context`, `schedule`, `placement`, `worker`, `metrics`, `handle`,
+//! `runtime`, `builder`, `task`. (The blocking pool reaches the runtime it serves through the `blocking::Enter`
 //! trait, given with each spawn.)
 //!
 //! The concurrency primitives (run queue, task state + waker + join, idle/park protocol) are
@@ -49,7 +50,7 @@ mod compat;
 mod config;
 mod context;
 mod handle;
-mod inject;
+mod line;
 mod loom;
 mod metrics;
 mod parker;
@@ -58,6 +59,7 @@ mod queue;
 mod runtime;
 mod schedule;
 mod shared;
+mod shared_fifo;
 pub mod task;
 mod task_core;
 mod worker;
@@ -72,7 +74,7 @@ pub use builder::{
 };
 pub use context::EnterGuard;
 pub use handle::{Handle, TryCurrentError};
-pub use metrics::{RuntimeMetrics, WorkerStats};
+pub use metrics::{PollsWaited, RuntimeMetrics, WorkerStats};
 pub use runtime::Runtime;
 pub use shared::Id as RuntimeId;
 pub use task::JoinSet;

@@ -18,8 +18,11 @@
 //! * A value is taken by whoever moves `real` past it with a successful CAS (a pop moves it by
 //!   one; a steal by half of what is queued, then copies, then sets `steal = real`). At most one
 //!   steal is in progress at a time; a second stealer backs off.
-//! * When the ring is full, the owner moves half of it (plus the new value) to the inject queue
-//!   in one batch, claiming that half with the same CAS a stealer uses.
+//! * When the ring is full, the owner hands the new value to its overflow (the worker's backlog,
+//!   `shared_fifo.rs`) and keeps the ring as it is: the ring holds the oldest queued values, so
+//!   the backlog continues it in order. (Moving the front half out instead, as a ring that
+//!   spills into a rarely-read global queue does, sends the longest-waiting values to the back
+//!   of the line: under overload they then wait many rounds while newer ones run.)
 //!
 //! Modelled with loom in `loom_tests` (capacity 4 under loom).
 
@@ -36,9 +39,9 @@ pub(crate) const CAPACITY: usize = 256;
 pub(crate) const CAPACITY: usize = 4;
 const MASK: u32 = CAPACITY as u32 - 1;
 
-/// Where values go when the local queue overflows.
+/// Where a value goes when the local queue is full.
 pub(crate) trait Overflow<T> {
-    fn push_batch(&self, batch: impl Iterator<Item = T>);
+    fn push(&self, value: T);
 }
 
 struct Inner<T> {
@@ -129,61 +132,21 @@ impl<T> Local<T> {
         CAPACITY - tail.wrapping_sub(steal) as usize
     }
 
-    /// Pushes to the back; when full, moves half the queue and `value` to `overflow`.
-    /// Returns `true` if an overflow happened.
-    pub(crate) fn push_back(&mut self, mut value: T, overflow: &impl Overflow<T>) -> bool {
-        loop {
-            let (steal, real) = unpack(self.inner.head.load(Acquire));
-            // Only the owner writes `tail`.
-            let tail = self.inner.tail.load(Relaxed);
-            if tail.wrapping_sub(steal) < CAPACITY as u32 {
-                // SAFETY: `tail - steal < CAPACITY`, so slot `tail` is outside `[steal, tail)`:
-                // free, and no stealer reads it; only the owner writes slots.
-                unsafe { self.inner.put(tail, value) };
-                self.inner.tail.store(tail.wrapping_add(1), Release);
-                return false;
-            }
-            if steal != real {
-                // A stealer is about to free half the queue; do not wait for it.
-                overflow.push_batch(std::iter::once(value));
-                return true;
-            }
-            match self.push_overflow(value, real, tail, overflow) {
-                Ok(()) => return true,
-                Err(v) => value = v,
-            }
+    /// Pushes to the back; when full, gives `value` to `overflow` instead. Returns `true` if
+    /// it did.
+    pub(crate) fn push_back(&mut self, value: T, overflow: &impl Overflow<T>) -> bool {
+        let (steal, _) = unpack(self.inner.head.load(Acquire));
+        // Only the owner writes `tail`.
+        let tail = self.inner.tail.load(Relaxed);
+        if tail.wrapping_sub(steal) < CAPACITY as u32 {
+            // SAFETY: `tail - steal < CAPACITY`, so slot `tail` is outside `[steal, tail)`: free,
+            // and no stealer reads it; only the owner writes slots.
+            unsafe { self.inner.put(tail, value) };
+            self.inner.tail.store(tail.wrapping_add(1), Release);
+            return false;
         }
-    }
-
-    /// Moves `[head, head + CAPACITY/2)` and `value` to `overflow`. Fails (returning `value`) if
-    /// a stealer moved the head first.
-    fn push_overflow(
-        &mut self,
-        value: T,
-        head: u32,
-        tail: u32,
-        overflow: &impl Overflow<T>,
-    ) -> Result<(), T> {
-        const HALF: u32 = (CAPACITY / 2) as u32;
-        debug_assert_eq!(tail.wrapping_sub(head), CAPACITY as u32);
-        let prev = pack(head, head);
-        let next = pack(head.wrapping_add(HALF), head.wrapping_add(HALF));
-        if self
-            .inner
-            .head
-            .compare_exchange(prev, next, Release, Relaxed)
-            .is_err()
-        {
-            return Err(value);
-        }
-        let inner = &*self.inner;
-        let batch = (0..HALF).map(|i| {
-            // SAFETY: the CAS moved both heads past `[head, head + HALF)` while no steal was in
-            // progress, so these initialised slots now belong to us alone.
-            unsafe { inner.take(head.wrapping_add(i)) }
-        });
-        overflow.push_batch(batch.chain(std::iter::once(value)));
-        Ok(())
+        overflow.push(value);
+        true
     }
 
     /// Pops from the front.
@@ -307,23 +270,22 @@ mod tests {
     #[derive(Default)]
     struct Sink(RefCell<Vec<u32>>);
     impl Overflow<u32> for Sink {
-        fn push_batch(&self, batch: impl Iterator<Item = u32>) {
-            self.0.borrow_mut().extend(batch);
+        fn push(&self, value: u32) {
+            self.0.borrow_mut().push(value);
         }
     }
 
     #[test]
-    fn fifo_and_overflow_moves_half() {
+    fn fifo_and_a_full_ring_keeps_its_values() {
         let (_steal, mut local) = local::<u32>();
         let sink = Sink::default();
         for i in 0..CAPACITY as u32 {
             assert!(!local.push_back(i, &sink));
         }
         assert!(local.push_back(999, &sink));
-        assert_eq!(sink.0.borrow().len(), CAPACITY / 2 + 1);
-        assert_eq!(sink.0.borrow()[0], 0);
-        assert_eq!(local.len(), CAPACITY / 2);
-        assert_eq!(local.pop(), Some(CAPACITY as u32 / 2));
+        assert_eq!(*sink.0.borrow(), vec![999], "only the new value overflows");
+        assert_eq!(local.len(), CAPACITY);
+        assert_eq!(local.pop(), Some(0), "the oldest stays first");
     }
 
     #[test]
@@ -374,11 +336,9 @@ mod tests {
             .collect();
         struct Count(Arc<AtomicUsize>, Arc<AtomicUsize>);
         impl Overflow<usize> for Count {
-            fn push_batch(&self, batch: impl Iterator<Item = usize>) {
-                for v in batch {
-                    self.0.fetch_add(1, SeqCst);
-                    self.1.fetch_add(v, SeqCst);
-                }
+            fn push(&self, v: usize) {
+                self.0.fetch_add(1, SeqCst);
+                self.1.fetch_add(v, SeqCst);
             }
         }
         let over = Count(seen.clone(), sum.clone());
@@ -413,8 +373,8 @@ mod loom_tests {
     #[derive(Default)]
     struct Sink(Mutex<Vec<usize>>);
     impl Overflow<usize> for Sink {
-        fn push_batch(&self, batch: impl Iterator<Item = usize>) {
-            self.0.lock().extend(batch);
+        fn push(&self, value: usize) {
+            self.0.lock().push(value);
         }
     }
 

@@ -170,7 +170,7 @@ impl Runtime {
     ///    with a thread blocked in `block_in_place`, whose closure may be waiting for what
     ///    dropping the other tasks releases (a channel's last sender);
     /// 3. cancel every other task that has not completed (drop its future) on this thread;
-    /// 4. drain the inject queue;
+    /// 4. drain the inject queue and the workers' backlogs;
     /// 5. shut down the blocking pool (run the closures still queued, wait for them);
     /// 6. join the worker threads (until `deadline`), and collect the cores that stopped late;
     /// 7. shut down the tokio compat runtime, if any (its tasks are dropped);
@@ -210,6 +210,9 @@ impl Runtime {
                 t.shutdown();
             }
             drop(shared.inject.drain());
+            for r in shared.remotes.iter() {
+                drop(r.backlog.drain());
+            }
             shared.blocking.shutdown(deadline);
         }
         if self.flavor == Flavor::MultiThread {

@@ -3,9 +3,10 @@
 //! worker, that worker's inbox) and a sleeping worker is woken.
 //!
 //! On the worker: a task woken by a running task goes to the LIFO slot (unless it yielded, or
-//! the slot is off); one woken while the reactor dispatches goes to the back of the local queue,
-//! in event order, and the wake-up of another worker is deferred to the end of the dispatch.
-//! Another worker is woken only for work this one cannot start next.
+//! the slot is off); one woken while the reactor dispatches goes to the back of the worker's
+//! line (the local queue, continued by the backlog once that is full), in event order, and the
+//! wake-up of another worker is deferred to the end of the dispatch. Another worker is woken
+//! only for work this one cannot start next.
 
 use std::future::Future;
 use std::panic::Location;
@@ -14,7 +15,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use crate::context::{self, WorkerCx};
-use crate::shared::Shared;
+use crate::line;
+use crate::queue::Local;
+use crate::shared::{QueuedAt, Shared};
+use crate::shared_fifo::SharedFifo;
 use crate::task_core::{self, Header, Id, JoinHandle, Placement, Queue, Schedule, Task};
 
 impl Shared {
@@ -70,6 +74,7 @@ impl Shared {
             // Shutdown cancels every owned task; this queue entry would never run.
             return;
         }
+        task.header().queued_at.store(0, Ordering::Relaxed);
         match task.header().placement.worker() {
             Some(w) => self.push_inbox(w, task),
             None => {
@@ -112,15 +117,29 @@ impl WorkerCx {
             return self.schedule_pinned(task);
         }
         if at == Queue::Next && !self.in_dispatch.get() && self.shared.config.lifo_slot {
+            self.stamp(header, QueuedAt::LIFO);
             let displaced = self.queues().lifo.replace(task);
             match displaced {
                 None => self.resume_nested(),
                 // The task that held the slot goes to the back of the queue.
-                Some(task) => self.push_back(task),
+                Some(task) => {
+                    self.stamp(task.header(), QueuedAt::LOCAL);
+                    self.push_back(task);
+                }
             }
         } else {
+            self.stamp(header, QueuedAt::LOCAL);
             self.push_back(task);
         }
+    }
+
+    /// Notes in the task's header that it is queued in `queue` now (`WorkerStats::polls_waited`).
+    #[inline]
+    fn stamp(&self, header: &crate::task_core::Header, queue: u64) {
+        let polls = self.shared.remotes[self.index].metrics.polls.get();
+        header
+            .queued_at
+            .store(QueuedAt::stamp(self.index, queue, polls), Ordering::Relaxed);
     }
 
     #[cold]
@@ -138,22 +157,26 @@ impl WorkerCx {
         match task.header().placement.worker() {
             Some(w) if w != self.index => self.shared.push_inbox(w, task),
             _ => {
+                self.stamp(task.header(), QueuedAt::PINNED);
                 self.queues().pinned.push_back(task);
                 self.resume_nested();
             }
         }
     }
 
-    /// Puts a task at the back of the local queue (the inject queue takes half of a full
-    /// one), and wakes another worker for work this one cannot start next.
+    /// Puts a task at the back of this worker's line: the local queue, or its backlog while
+    /// the backlog holds tasks or the local queue is full. Wakes another worker for work this
+    /// one cannot start next. The caller has stamped the task (`stamp`).
     fn push_back(&self, task: Task) {
         let shared = &*self.shared;
         let mut q = self.queues();
-        if q.local.push_back(task, &shared.inject) {
-            shared.remotes[self.index].metrics.overflows.add_owner(1);
+        let remote = &shared.remotes[self.index];
+        let spilled = queue_back(&mut q.local, &remote.backlog, task);
+        if spilled {
+            remote.metrics.overflows.add_owner(1);
         }
         // With a single queued task this worker runs it as soon as the current poll returns.
-        let surplus = q.local.len() + usize::from(q.lifo.is_some()) > 1;
+        let surplus = spilled || q.local.len() + usize::from(q.lifo.is_some()) > 1;
         drop(q);
         self.resume_nested();
         if self.in_dispatch.get() {
@@ -162,6 +185,20 @@ impl WorkerCx {
             shared.notify_parked();
         }
     }
+}
+
+/// Queues `task` at the back of a worker's line (`line.rs`); a task that goes to the backlog is
+/// noted so (`WorkerStats::polls_waited`). Returns `true` if it did.
+#[inline]
+pub(crate) fn queue_back(local: &mut Local<Task>, backlog: &SharedFifo<Task>, task: Task) -> bool {
+    line::push_back(local, backlog, task, |t| {
+        // Only the thread that queues a task writes its stamp.
+        let at = &t.header().queued_at;
+        at.store(
+            QueuedAt::to_backlog(at.load(Ordering::Relaxed)),
+            Ordering::Relaxed,
+        );
+    })
 }
 
 /// Spawns a task pinned to the worker running on this thread; `None` off the workers.

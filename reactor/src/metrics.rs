@@ -13,12 +13,20 @@ impl Counter {
     pub fn add_owner(&self, n: u64) {
         self.0.store(self.0.load(Relaxed).wrapping_add(n), Relaxed);
     }
+    /// Adds `n` and returns the value before. Only the owner thread may call this.
+    #[inline]
+    pub fn add_owner_get(&self, n: u64) -> u64 {
+        let v = self.0.load(Relaxed);
+        self.0.store(v.wrapping_add(n), Relaxed);
+        v
+    }
     /// Adds `n` atomically (any thread).
     #[inline]
     pub fn add_shared(&self, n: u64) {
         self.0.fetch_add(n, Relaxed);
     }
     /// The current value.
+    #[inline]
     pub fn get(&self) -> u64 {
         self.0.load(Relaxed)
     }

@@ -26,7 +26,7 @@ pub(super) struct Measured {
 /// The server's counters at both ends of the measurement window.
 pub(super) struct Window {
     proc: ProcDelta,
-    stats: BTreeMap<String, f64>,
+    pub(super) stats: BTreeMap<String, f64>,
     rss_kib: u64,
 }
 

@@ -453,12 +453,12 @@ fn add_claims(sc: &mut ScenarioResult) {
 }
 
 /// The calling thread's CPU mask, narrowed to one CPU until dropped.
-struct ThreadCpus {
+pub(super) struct ThreadCpus {
     saved: libc::cpu_set_t,
 }
 
 impl ThreadCpus {
-    fn pin(cpu: usize) -> io::Result<ThreadCpus> {
+    pub(super) fn pin(cpu: usize) -> io::Result<ThreadCpus> {
         // SAFETY: an all-zero cpu_set_t is a valid (empty) set.
         let mut saved: libc::cpu_set_t = unsafe { std::mem::zeroed() };
         // SAFETY: `saved` is a live cpu_set_t of the size passed; pid 0 is this thread.

@@ -236,4 +236,23 @@ fn runtime_stats(metrics: &RuntimeMetrics, stats: &mut Stats) {
     for (k, v) in keys.into_iter().zip(sum) {
         super::put(stats, k, v);
     }
+    // How many polls tasks waited in the queues, by queue and log2 bucket (`PollsWaited`):
+    // `waited_<queue>_<bucket>`, summed over workers, empty buckets left out.
+    for w in metrics.workers() {
+        let h = &w.polls_waited;
+        for (queue, buckets) in [
+            ("lifo", &h.lifo),
+            ("local", &h.local),
+            ("overflow", &h.overflow),
+            ("pinned", &h.pinned),
+        ] {
+            for (i, &n) in buckets.iter().enumerate() {
+                if n > 0 {
+                    let key = format!("waited_{queue}_{i}");
+                    let prev = stats.get(&key).and_then(|v| v.as_u64()).unwrap_or(0);
+                    super::put(stats, &key, prev + n);
+                }
+            }
+        }
+    }
 }

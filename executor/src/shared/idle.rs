@@ -116,14 +116,14 @@ mod loom_tests {
     //! reactor's park state, with the eventfd modelled by a condvar.
 
     use super::*;
-    use crate::inject::Inject;
+    use crate::shared_fifo::SharedFifo;
     use loom::sync::Arc;
     use loom::thread;
     use weir_reactor::park_state::{ModelEventFd as EventFd, ParkState, Prepare, Unpark};
 
     struct World {
         idle: Idle,
-        inject: Inject<u32>,
+        inject: SharedFifo<u32>,
         park: ParkState,
         efd: EventFd,
     }
@@ -163,7 +163,7 @@ mod loom_tests {
         loom::model(|| {
             let world = Arc::new(World {
                 idle: Idle::new(1),
-                inject: Inject::new(),
+                inject: SharedFifo::new(),
                 park: ParkState::new(),
                 efd: EventFd::default(),
             });

@@ -26,15 +26,15 @@ pub(crate) use idle::Idle;
 
 use crate::blocking;
 use crate::config::Config;
-use crate::inject::Inject;
 use crate::loom::Mutex;
 use crate::queue::{self, Local, Steal};
+use crate::shared_fifo::SharedFifo;
 use crate::task_core::{OwnedTasks, Task};
 
 /// Runtime-wide state.
 pub(crate) struct Shared {
     pub(crate) remotes: Box<[Remote]>,
-    pub(crate) inject: Inject<Task>,
+    pub(crate) inject: SharedFifo<Task>,
     pub(crate) idle: Idle,
     pub(crate) owned: OwnedTasks,
     pub(crate) config: Config,
@@ -68,6 +68,9 @@ pub(crate) struct Shared {
 /// The part of a worker other threads may touch.
 pub(crate) struct Remote {
     pub(crate) steal: Steal<Task>,
+    /// The continuation of the local queue: tasks queued while it was full, in order. The owner
+    /// moves them into the local queue as it drains; idle workers take from it too.
+    pub(crate) backlog: SharedFifo<Task>,
     pub(crate) reactor: weir_reactor::ReactorHandle,
     /// Pinned (`spawn_local`) tasks of this worker woken on other threads.
     pub(crate) inbox: Mutex<Vec<Task>>,
@@ -96,6 +99,56 @@ pub(crate) struct WorkerMetrics {
     pub(crate) lifo_polls: Counter,
     pub(crate) io_steals: Counter,
     pub(crate) cross_worker_wakes: Counter,
+    /// Polls this worker made while a task waited in its queues, by the queue the task was
+    /// queued in ([`QueuedAt`]) and log2 bucket ([`waited_bucket`]).
+    pub(crate) polls_waited: [[Counter; WAITED_BUCKETS]; QUEUES],
+}
+
+/// Queues of [`WorkerMetrics::polls_waited`]: local, LIFO slot, backlog, pinned.
+pub(crate) const QUEUES: usize = 4;
+/// Buckets of [`WorkerMetrics::polls_waited`]: 0 polls, 1, 2–3, 4–7, …, 2^14 and more.
+pub(crate) const WAITED_BUCKETS: usize = 16;
+
+/// The bucket of a wait of `polls` polls.
+#[inline]
+pub(crate) fn waited_bucket(polls: u32) -> usize {
+    ((32 - polls.leading_zeros()) as usize).min(WAITED_BUCKETS - 1)
+}
+
+/// The value of `Header::queued_at`, written when a task is queued on a worker and read when
+/// that worker polls it: the worker plus one in the high half (0 for a task queued off the
+/// workers, whose wait no worker saw), the queue in bits 30–31 (one of the constants here), and
+/// the worker's poll count then in the low 30 bits.
+pub(crate) struct QueuedAt;
+
+impl QueuedAt {
+    pub(crate) const LOCAL: u64 = 0;
+    pub(crate) const LIFO: u64 = 1 << 30;
+    pub(crate) const BACKLOG: u64 = 2 << 30;
+    pub(crate) const PINNED: u64 = 3 << 30;
+    const QUEUE: u64 = 3 << 30;
+    const POLLS: u64 = (1 << 30) - 1;
+
+    #[inline]
+    pub(crate) fn stamp(worker: usize, queue: u64, polls: u64) -> u64 {
+        ((worker as u64 + 1) << 32) | queue | (polls & Self::POLLS)
+    }
+
+    /// `stamp` moved to the backlog.
+    #[inline]
+    pub(crate) fn to_backlog(stamp: u64) -> u64 {
+        (stamp & !Self::QUEUE) | Self::BACKLOG
+    }
+
+    /// The queue (index into `polls_waited`) and the polls `worker` made since `stamp`, if
+    /// `worker` queued it.
+    #[inline]
+    pub(crate) fn waited(stamp: u64, worker: usize, polls: u64) -> Option<(usize, u32)> {
+        (stamp >> 32 == worker as u64 + 1).then(|| {
+            let waited = (polls.wrapping_sub(stamp) & Self::POLLS) as u32;
+            (((stamp & Self::QUEUE) >> 30) as usize, waited)
+        })
+    }
 }
 
 /// Everything a worker owns; moves to the thread that runs it.
@@ -162,6 +215,7 @@ impl Shared {
             let (steal, local) = queue::local();
             remotes.push(Remote {
                 steal,
+                backlog: SharedFifo::new(),
                 reactor: driver.handle().clone(),
                 inbox: Mutex::new(Vec::new()),
                 inbox_len: AtomicUsize::new(0),
@@ -187,7 +241,7 @@ impl Shared {
         }
         let shared = Arc::new(Shared {
             remotes: remotes.into_boxed_slice(),
-            inject: Inject::new(),
+            inject: SharedFifo::new(),
             idle: Idle::new(n),
             owned: OwnedTasks::new(n * 4),
             config,

@@ -79,6 +79,7 @@ where
             placement,
             owned_key: AtomicUsize::new(usize::MAX),
             last_worker: std::sync::atomic::AtomicU32::new(u32::MAX),
+            queued_at: std::sync::atomic::AtomicU64::new(0),
             location,
             #[cfg(feature = "console")]
             span_id: span.id(),

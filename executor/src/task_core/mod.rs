@@ -45,6 +45,10 @@ pub(crate) struct Header {
     /// another worker is a cross-worker wake-up (`WorkerStats::cross_worker_wakes`). Written
     /// by the polling worker, read by wakers; a stale read only miscounts.
     pub(crate) last_worker: std::sync::atomic::AtomicU32,
+    /// Where and when the task was last queued on a worker, for the polls it waits there
+    /// (`WorkerStats::polls_waited`): see `shared::QueuedAt`. Written by the thread that queues
+    /// the task, read by the worker that polls it; a stale read only misfiles one sample.
+    pub(crate) queued_at: std::sync::atomic::AtomicU64,
     pub(crate) location: &'static Location<'static>,
     /// The id of the task's console span, for its waker's events (`console.rs`).
     #[cfg(feature = "console")]

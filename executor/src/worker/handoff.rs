@@ -149,7 +149,12 @@ fn stay<'a>(cx: &'a WorkerCx, core: Box<Core>) -> Back<'a> {
         let mut q = cx.queues();
         let lifo = q.lifo.take();
         let mut moved = 0usize;
-        for t in lifo.into_iter().chain(std::iter::from_fn(|| q.local.pop())) {
+        let backlog = shared.remotes[cx.index].backlog.drain();
+        for t in lifo
+            .into_iter()
+            .chain(std::iter::from_fn(|| q.local.pop()))
+            .chain(backlog)
+        {
             shared.inject.push(t);
             moved += 1;
         }

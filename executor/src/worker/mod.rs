@@ -13,11 +13,11 @@
 //!   next_task: every event_interval ticks → poll own reactor (no block)     │
 //!              (and steal I/O of a peer stalled ≥ STALL)                    │
 //!              every global_queue_interval ticks → inject queue first       │
-//!              LIFO slot → local queue / pinned (!Send) queue → inbox       │
-//!              → inject batch                                               │
+//!              LIFO slot → local queue (refilled from its backlog) /        │
+//!              pinned (!Send) queue → inbox → inject batch                  │
 //!            │ found ─────────────────────────────► run task (budget 128) ──┤
 //!            ▼ none                                                         │
-//!   search:  steal half of a random other worker's queue (≤ half searching)│
+//!   search:  steal half of a random other worker's queue or backlog         │
 //!            → inject batch → steal I/O of a peer stalled ≥ IDLE_STALL      │
 //!            │ found ─────────────────────────────► run task ───────────────┤
 //!            ▼ none                                                         │
@@ -33,13 +33,27 @@
 //! reactor; only the wake-up moves (the tasks queue here), the sockets stay registered where
 //! they are.
 //!
-//! Tasks woken while the worker dispatches its reactor go to the back of its local queue (in
-//! event order), and another worker is woken to steal only if more than one task was queued;
+//! Tasks woken while the worker dispatches its reactor go to the back of its line (in event
+//! order), and another worker is woken to steal only if more than one task was queued;
 //! tasks woken by a running task on the same worker go to the LIFO slot (at most
 //! [`MAX_LIFO_POLLS`] in a row, so two tasks ping-ponging cannot starve the queue). New spawns and
 //! yields go to the back, and wake a sleeper to steal when more than one task is queued. Wakes
 //! from other threads go to the inject queue (or, for pinned tasks, to the owning worker's inbox)
 //! and unpark a sleeper. (`schedule.rs`)
+//!
+//! # One line per worker
+//!
+//! A worker's line is its local queue (a bounded ring, `queue.rs`, which idle workers steal
+//! from) continued by an unbounded backlog (`shared_fifo.rs`): a task queued while the ring is
+//! full, or while the backlog holds tasks, joins the backlog, and the backlog's front moves into
+//! the ring whenever the ring is at most half full. So tasks run in the order they were queued
+//! however many are ready: under overload (hundreds of connections ready at once) each waits at
+//! most one round of the ready set, as in an event loop that serves its ready events in turn.
+//! The reactor is still polled every `event_interval` polls; what it wakes queues behind every
+//! task already waiting. (A ring that spills its oldest half into a rarely-read global queue,
+//! as tokio's does, leaves those tasks waiting while newer ones run, round after round: the
+//! second mode of the latency distribution at saturation. `WorkerStats::polls_waited` shows
+//! the waits by queue.)
 //!
 //! A worker is not tied to a thread: while a task polls, its core is lent to the thread's
 //! worker context, and a task that blocks in `block_in_place` hands it to another thread
@@ -64,9 +78,10 @@ use weir_reactor::coop;
 pub(crate) use handoff::block_in_place;
 
 use crate::context::{self, SetWorker, WorkerCx};
-use crate::queue;
-use crate::shared::{Core, Remote, Shared};
+use crate::schedule::queue_back;
+use crate::shared::{Core, QueuedAt, Remote, Shared, waited_bucket};
 use crate::task_core::{self, Task};
+use crate::{line, queue};
 
 /// Polls of the LIFO slot in a row before it yields to the queue.
 pub(crate) const MAX_LIFO_POLLS: u32 = 3;
@@ -294,11 +309,16 @@ impl Worker<'_> {
                 self.shared.notify_parked();
             }
         }
-        self.remote.metrics.polls.add_owner(1);
-        let index = self.core().index as u32;
-        task.header()
-            .last_worker
-            .store(index, std::sync::atomic::Ordering::Relaxed);
+        let index = self.cx.index;
+        let m = &self.remote.metrics;
+        let polls = m.polls.add_owner_get(1);
+        let header = task.header();
+        if let Some((queue, waited)) =
+            QueuedAt::waited(header.queued_at.load(Ordering::Relaxed), index, polls)
+        {
+            m.polls_waited[queue][waited_bucket(waited)].add_owner(1);
+        }
+        header.last_worker.store(index as u32, Ordering::Relaxed);
         // While the task polls, the core is lent to the thread's worker context, where
         // `block_in_place` may hand it to another thread.
         self.cx.lent.set(self.core.take());
@@ -316,7 +336,9 @@ impl Worker<'_> {
     }
 
     fn has_stealable_work(&self) -> bool {
-        !self.cx.queues().local.is_empty() || !self.shared.inject.is_empty()
+        !self.cx.queues().local.is_empty()
+            || !self.remote.backlog.is_empty()
+            || !self.shared.inject.is_empty()
     }
 
     fn next_task(&mut self) -> Option<Task> {
@@ -340,7 +362,7 @@ impl Worker<'_> {
                 self.remote.metrics.lifo_polls.add_owner(1);
                 return Some(t);
             }
-            if q.local.push_back(t, &self.shared.inject) {
+            if queue_back(&mut q.local, &self.remote.backlog, t) {
                 self.remote.metrics.overflows.add_owner(1);
             }
         }
@@ -350,6 +372,9 @@ impl Worker<'_> {
             q.pinned.extend(inbox.drain(..));
             self.remote.inbox_len.store(0, Ordering::Release);
         }
+        // The backlog continues the local queue: its front moves in as the queue drains, so
+        // its tasks run before any queued after them.
+        line::refill(&mut q.local, &self.remote.backlog);
         let local_first = tick & 1 == 0;
         let t = if local_first {
             q.local.pop().or_else(|| q.pinned.pop_front())
@@ -396,7 +421,7 @@ impl Worker<'_> {
     pub(super) fn notify_after_dispatch(&self) {
         if self.cx.notify_pending.replace(false)
             && self.shared.remotes.len() > 1
-            && self.cx.queues().local.len() > 1
+            && (self.cx.queues().local.len() > 1 || !self.remote.backlog.is_empty())
         {
             self.shared.notify_parked();
         }
@@ -407,6 +432,7 @@ impl Worker<'_> {
         if self.shared.is_shutdown()
             || root_woken.is_some_and(|w| w.load(Ordering::SeqCst))
             || !self.shared.inject.is_empty()
+            || !self.remote.backlog.is_empty()
             || self.remote.inbox_len.load(Ordering::SeqCst) > 0
         {
             return true;
@@ -423,7 +449,7 @@ impl Worker<'_> {
                 .remotes
                 .iter()
                 .enumerate()
-                .any(|(i, r)| i != self.cx.index && !r.steal.is_empty())
+                .any(|(i, r)| i != self.cx.index && (!r.steal.is_empty() || !r.backlog.is_empty()))
     }
 }
 
@@ -466,4 +492,5 @@ pub(crate) fn shutdown_core(shared: &Arc<Shared>, core: &mut Core) {
     }
     shared.remotes[index].inbox.lock().clear();
     shared.remotes[index].inbox_len.store(0, Ordering::Release);
+    drop(shared.remotes[index].backlog.drain());
 }

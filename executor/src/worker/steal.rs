@@ -1,4 +1,5 @@
-//! Stealing from peers: half of a random peer's run queue when this worker runs out of work,
+//! Stealing from peers: half of a random peer's run queue (or of its backlog, when the queue is
+//! empty) when this worker runs out of work,
 //! and a peer's ready I/O events while that peer cannot turn its reactor (I/O stealing).
 //!
 //! A per-worker epoll has one weakness a shared one lacks: when its owner cannot run (the OS
@@ -47,7 +48,15 @@ impl Worker<'_> {
             if w == self.cx.index {
                 continue;
             }
-            if let Some(t) = self.shared.remotes[w].steal.steal_into(&mut q.local) {
+            let victim = &self.shared.remotes[w];
+            // The local queue holds the victim's oldest tasks; its backlog only newer ones.
+            let stolen = victim.steal.steal_into(&mut q.local).or_else(|| {
+                let half = victim.backlog.len().div_ceil(2).min(queue::CAPACITY / 2);
+                victim
+                    .backlog
+                    .pop_batch_into(half.saturating_sub(1), &mut q.local)
+            });
+            if let Some(t) = stolen {
                 let m = &self.remote.metrics;
                 m.steals.add_owner(1);
                 m.stolen_tasks.add_owner(q.local.len() as u64 + 1);

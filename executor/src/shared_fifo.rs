@@ -1,6 +1,11 @@
-//! The global injection queue: tasks spawned or woken from outside a worker, and the overflow
-//! of local queues. A mutex-protected deque with an atomic length so emptiness checks take no
-//! lock.
+//! A FIFO any thread may push to and take from: a mutex-protected deque with an atomic length,
+//! so that emptiness checks take no lock.
+//!
+//! Two queues of the runtime are one: the inject queue (tasks spawned or woken from outside a
+//! worker) and each worker's backlog (the tasks its local run queue had no room for; see
+//! `queue.rs` and `worker/mod.rs`). The backlog is the local queue's continuation: the owner
+//! moves its front into the local queue as that drains, so its tasks keep their place in line,
+//! and an idle worker may take from it as it steals from the local queue.
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering::{Acquire, Release, SeqCst};
@@ -8,14 +13,14 @@ use std::sync::atomic::Ordering::{Acquire, Release, SeqCst};
 use crate::loom::{AtomicUsize, Mutex};
 use crate::queue::{Local, Overflow};
 
-pub(crate) struct Inject<T> {
+pub(crate) struct SharedFifo<T> {
     queue: Mutex<VecDeque<T>>,
     len: AtomicUsize,
 }
 
-impl<T> Inject<T> {
-    pub(crate) fn new() -> Inject<T> {
-        Inject {
+impl<T> SharedFifo<T> {
+    pub(crate) fn new() -> SharedFifo<T> {
+        SharedFifo {
             queue: Mutex::new(VecDeque::new()),
             len: AtomicUsize::new(0),
         }
@@ -54,14 +59,31 @@ impl<T> Inject<T> {
         }
         let mut q = self.queue.lock();
         let first = q.pop_front()?;
+        Self::move_locked(&mut q, max, dst);
+        self.len.store(q.len(), Release);
+        Some(first)
+    }
+
+    /// Moves up to `max` values from the front into the back of `dst` (no more than it has room
+    /// for). Returns how many moved.
+    pub(crate) fn move_batch_into(&self, max: usize, dst: &mut Local<T>) -> usize {
+        if self.len.load(Acquire) == 0 {
+            return 0;
+        }
+        let mut q = self.queue.lock();
+        let n = Self::move_locked(&mut q, max, dst);
+        self.len.store(q.len(), Release);
+        n
+    }
+
+    fn move_locked(q: &mut VecDeque<T>, max: usize, dst: &mut Local<T>) -> usize {
         let n = max.min(q.len()).min(dst.remaining());
         for _ in 0..n {
             let v = q.pop_front().expect("counted");
             // `n <= remaining`, so this never overflows back into us.
             dst.push_back(v, &NoOverflow);
         }
-        self.len.store(q.len(), Release);
-        Some(first)
+        n
     }
 
     /// Takes everything (shutdown).
@@ -72,18 +94,16 @@ impl<T> Inject<T> {
     }
 }
 
-impl<T> Overflow<T> for Inject<T> {
-    fn push_batch(&self, batch: impl Iterator<Item = T>) {
-        let mut q = self.queue.lock();
-        q.extend(batch);
-        self.len.store(q.len(), SeqCst);
+impl<T> Overflow<T> for SharedFifo<T> {
+    fn push(&self, value: T) {
+        SharedFifo::push(self, value);
     }
 }
 
 struct NoOverflow;
 
 impl<T> Overflow<T> for NoOverflow {
-    fn push_batch(&self, _batch: impl Iterator<Item = T>) {
-        unreachable!("pop_batch_into pushes no more than the room left");
+    fn push(&self, _value: T) {
+        unreachable!("the batch moves push no more than the room left");
     }
 }
