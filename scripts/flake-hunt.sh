@@ -40,14 +40,15 @@ fi
 rm -rf "$out"
 mkdir -p "$out"
 # The trybuild tests build crates of their own (in target/tests/) when they run: run them once
-# now, so that a loaded run does not spend its time compiling them.
+# now, so that a loaded run does not spend its time compiling them. `--workspace`, as the runs
+# do, so that every package is built with the same features and nothing is rebuilt.
 trybuild_tests=()
-for f in tests/tests/*.rs; do
-  grep -q 'trybuild::' "$f" && trybuild_tests+=(--test "$(basename "$f" .rs)")
+for f in tests/tests/*.rs tests/*/tests/*.rs; do
+  [ -f "$f" ] && grep -q 'trybuild::' "$f" && trybuild_tests+=(--test "$(basename "$f" .rs)")
 done
 if [ ${#trybuild_tests[@]} -gt 0 ]; then
   say "building the trybuild tests' crates (${trybuild_tests[*]})"
-  cargo test -p weir-tests "${trybuild_tests[@]}" >"$out/warm-up.log" 2>&1 ||
+  cargo test --workspace "${trybuild_tests[@]}" >"$out/warm-up.log" 2>&1 ||
     say "the trybuild tests failed unloaded (see $out/warm-up.log); the runs will tell"
 fi
 

@@ -1,5 +1,5 @@
 //! The error of weir-bench: what kind of failure it is, so that callers decide on the kind
-//! (exit status 2 or 1, skip or fail) rather than on the text.
+//! (skip or fail) rather than on the text. A wrong command line is clap's error, not this.
 //!
 //! Every variant's [`Display`](fmt::Display) is the whole one-line message, the cause's own
 //! message included ("pipe2 (pipe 7 of 2000): Too many open files (os error 24)"), because
@@ -18,10 +18,6 @@ type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// What went wrong, by kind.
 #[derive(Debug)]
 pub(crate) enum Error {
-    /// The command line is wrong; the message says how. Shown with the usage; exit status 2.
-    Usage(String),
-    /// `-h` / `--help` was given: the usage is printed and the process exits 0.
-    Help,
     /// Something the run needs is not there — a tool, a capability, a kernel feature, a
     /// resource limit; the message says what and why. A scenario or case is skipped with it.
     Unavailable(String),
@@ -42,11 +38,6 @@ pub(crate) enum Error {
 }
 
 impl Error {
-    /// A wrong command line.
-    pub(crate) fn usage(msg: impl Into<String>) -> Error {
-        Error::Usage(msg.into())
-    }
-
     /// Something the run needs is missing.
     pub(crate) fn unavailable(why: impl Into<String>) -> Error {
         Error::Unavailable(why.into())
@@ -75,23 +66,12 @@ impl Error {
             source: Some(source.into()),
         }
     }
-
-    /// The exit status of a process that ends with this error: 0 for help, 2 for a wrong
-    /// command line, 1 for everything else.
-    pub(crate) fn exit_code(&self) -> i32 {
-        match self {
-            Error::Help => 0,
-            Error::Usage(_) => 2,
-            Error::Unavailable(_) | Error::Os { .. } | Error::Run { .. } => 1,
-        }
-    }
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Usage(msg) | Error::Unavailable(msg) => f.write_str(msg),
-            Error::Help => f.write_str("help requested"),
+            Error::Unavailable(msg) => f.write_str(msg),
             Error::Os { what, source } => write!(f, "{what}: {source}"),
             Error::Run { what, source: None } => f.write_str(what),
             Error::Run {
@@ -110,7 +90,7 @@ impl std::error::Error for Error {
                 source: Some(source),
                 ..
             } => Some(source.as_ref()),
-            Error::Usage(_) | Error::Help | Error::Unavailable(_) | Error::Run { .. } => None,
+            Error::Unavailable(_) | Error::Run { .. } => None,
         }
     }
 }
@@ -120,19 +100,6 @@ mod tests {
     use std::error::Error as _;
 
     use super::*;
-
-    #[test]
-    fn exit_codes() {
-        assert_eq!(Error::Help.exit_code(), 0);
-        assert_eq!(Error::usage("unknown argument \"x\"").exit_code(), 2);
-        for e in [
-            Error::unavailable("wrk is not installed"),
-            Error::os("pipe2", io::Error::from_raw_os_error(libc::EMFILE)),
-            Error::run("the reader stopped"),
-        ] {
-            assert_eq!(e.exit_code(), 1, "{e}");
-        }
-    }
 
     #[test]
     fn messages_carry_the_cause() {
@@ -157,10 +124,5 @@ mod tests {
         let e = Error::run("the insert+cancel case did not run");
         assert_eq!(e.to_string(), "the insert+cancel case did not run");
         assert!(e.source().is_none());
-        assert_eq!(
-            Error::usage("--rt needs a value").to_string(),
-            "--rt needs a value"
-        );
-        assert_eq!(Error::Help.to_string(), "help requested");
     }
 }

@@ -16,8 +16,10 @@ use std::io;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::error::Error;
-use crate::helpers::{fmt_num, latency_distribution, raise_nofile_limit, utc_now};
+use weir_harness::limits::raise_nofile_limit;
+use weir_harness::run::{fmt_num, git_commit, utc_now};
+
+use crate::latency;
 use crate::model::{
     Claim, ContenderInfo, Meta, MetricSpec, RunResults, Sample, ScenarioResult, Stats,
 };
@@ -42,107 +44,76 @@ mod wrk;
 use measuring::{Measured, add_costs, measure, start_server_on};
 use wrk::{WrkResult, have_wrk, run_wrk};
 
-/// All scenarios, in run order.
-const SCENARIOS: [&str; 12] = [
-    "echo",
-    "pingpong",
-    "medium-load",
-    "pinned",
-    "overload",
-    "http",
-    "pipes",
-    "timers",
-    "idle",
-    "service",
-    "service-2w",
-    "instructions",
+/// A scenario's entry point: runs every round of every contender and returns the results.
+type Run = fn(&mut Ctx) -> ScenarioResult;
+
+/// Every scenario, in run order: the name the command line takes, and the entry point. A new
+/// scenario is a file in `scenarios/` and one row here (see the README, "Adding a scenario").
+const SCENARIOS: [(&str, Run); 12] = [
+    ("echo", echo::echo),
+    ("pingpong", pingpong::pingpong),
+    ("medium-load", medium_load::medium_load),
+    ("pinned", pinned::pinned),
+    ("overload", overload::overload),
+    ("http", http::http),
+    ("pipes", pipes::pipes),
+    ("timers", timers::timers),
+    ("idle", idle::idle),
+    ("service", service::service),
+    ("service-2w", service::service_2w),
+    ("instructions", instructions::instructions),
 ];
 
-const USAGE: &str = "usage: weir-bench [SCENARIO…] [--quick] [--out DIR] [--rounds N] [--rate REQ_PER_S] [--no-napi] [--contenders NAME,…]
-scenarios: echo pingpong medium-load pinned overload http pipes timers idle service service-2w instructions (default: all)";
-
-/// Command-line options.
-#[derive(Debug)]
-struct Opts {
+/// What to run, and how (the orchestrator's command line).
+#[derive(Debug, clap::Args)]
+pub(crate) struct Opts {
+    /// Scenarios to run, in any order; they run in the suite's order (default: all).
+    #[arg(value_parser = clap::builder::PossibleValuesParser::new(SCENARIOS.map(|(name, _)| name)))]
     scenarios: Vec<String>,
+    /// Every scenario for a fraction of a second per contender, one round, no warm-up (CI):
+    /// fails only if something errs.
+    #[arg(long)]
     quick: bool,
+    /// Where results.json, report.md and the plots go.
+    #[arg(long, default_value = "target/weir-bench")]
     out: PathBuf,
-    rounds: u32,
+    /// Measured rounds per contender, after one warm-up round [default: 5, 1 with --quick].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
+    rounds: Option<u32>,
+    /// The offered rate of medium-load and pinned, in requests per second.
+    #[arg(long, value_parser = parse_rate)]
     rate: Option<f64>,
+    /// Skip pingpong's napi-lab case.
+    #[arg(long = "no-napi", action = clap::ArgAction::SetFalse)]
     napi: bool,
-    /// Run only these contenders (`--contenders a,b`; for investigations).
+    /// Run only these contenders (for investigations).
+    #[arg(long = "contenders", value_delimiter = ',')]
     only: Option<Vec<String>>,
 }
 
-fn parse(args: &[String]) -> Result<Opts, Error> {
-    let mut o = Opts {
-        scenarios: Vec::new(),
-        quick: false,
-        out: PathBuf::from("target/weir-bench"),
-        rounds: 5,
-        rate: None,
-        napi: true,
-        only: None,
-    };
-    let mut rounds_set = false;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let mut value = |name: &str| {
-            it.next()
-                .cloned()
-                .ok_or_else(|| Error::usage(format!("{name} needs a value")))
-        };
-        match a.as_str() {
-            "--quick" => o.quick = true,
-            "--no-napi" => o.napi = false,
-            "--out" => o.out = PathBuf::from(value("--out")?),
-            "--rounds" => {
-                o.rounds = value("--rounds")?
-                    .parse()
-                    .ok()
-                    .filter(|&r: &u32| (1..=100).contains(&r))
-                    .ok_or_else(|| Error::usage("--rounds takes 1..=100"))?;
-                rounds_set = true;
-            }
-            "--rate" => {
-                o.rate = Some(
-                    value("--rate")?
-                        .parse()
-                        .ok()
-                        .filter(|&r: &f64| r >= 1.0 && r.is_finite())
-                        .ok_or_else(|| {
-                            Error::usage("--rate takes a number of requests per second ≥ 1")
-                        })?,
-                )
-            }
-            "--contenders" => {
-                o.only = Some(
-                    value("--contenders")?
-                        .split(',')
-                        .map(str::to_string)
-                        .collect(),
-                )
-            }
-            "-h" | "--help" => return Err(Error::Help),
-            s if SCENARIOS.contains(&s) => {
-                if !o.scenarios.iter().any(|x| x == s) {
-                    o.scenarios.push(s.to_string());
-                }
-            }
-            s => return Err(Error::usage(format!("unknown argument {s:?}"))),
-        }
+/// A `--rate`: a finite number of requests per second, at least 1.
+fn parse_rate(v: &str) -> Result<f64, String> {
+    match v.parse::<f64>() {
+        Ok(r) if r >= 1.0 && r.is_finite() => Ok(r),
+        _ => Err("a number of requests per second ≥ 1".to_string()),
     }
-    if o.scenarios.is_empty() {
-        o.scenarios = SCENARIOS.iter().map(|s| s.to_string()).collect();
-    } else {
-        // Keep the canonical order whatever order they were given in.
-        o.scenarios
-            .sort_by_key(|s| SCENARIOS.iter().position(|x| x == s));
+}
+
+impl Opts {
+    /// The scenarios to run, in [`SCENARIOS`] order.
+    fn selected(&self) -> Vec<(&'static str, Run)> {
+        SCENARIOS
+            .into_iter()
+            .filter(|(name, _)| {
+                self.scenarios.is_empty() || self.scenarios.iter().any(|s| s == name)
+            })
+            .collect()
     }
-    if o.quick && !rounds_set {
-        o.rounds = 1;
+
+    /// Measured rounds per contender.
+    fn rounds(&self) -> u32 {
+        self.rounds.unwrap_or(if self.quick { 1 } else { 5 })
     }
-    Ok(o)
 }
 
 /// Durations of one round.
@@ -176,7 +147,7 @@ impl Ctx {
     /// Round numbers: 0 is the warm-up round (not in quick runs).
     fn round_numbers(&self) -> std::ops::RangeInclusive<u32> {
         let first = if self.opts.quick { 1 } else { 0 };
-        first..=self.opts.rounds
+        first..=self.opts.rounds()
     }
 }
 
@@ -383,9 +354,9 @@ fn run_rounds(
                         // Only measured rounds keep their distribution (no table or plot
                         // reads a warm-up's), compacted for results.json.
                         let latency_quantiles_us = m
-                            .latency_us
+                            .latency
                             .filter(|_| round != 0)
-                            .and_then(|mut v| latency_distribution(&mut v));
+                            .and_then(|h| latency::distribution(&h));
                         sc.samples.push(Sample {
                             case: case.to_string(),
                             contender: cont.name.to_string(),
@@ -468,8 +439,8 @@ fn ratio_claim(
     }
 }
 
-fn meta(ctx: &Ctx, args: &[String], wall: Duration) -> Meta {
-    let commit = crate::helpers::git_commit();
+fn meta(ctx: &Ctx, wall: Duration) -> Meta {
+    let commit = git_commit();
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "unknown".into());
@@ -489,26 +460,13 @@ fn meta(ctx: &Ctx, args: &[String], wall: Duration) -> Meta {
         cpu_model,
         cores,
         quick: ctx.opts.quick,
-        args: std::iter::once("weir-bench".to_string())
-            .chain(args.iter().cloned())
-            .collect(),
-        rounds: ctx.opts.rounds,
+        args: std::env::args().collect(),
+        rounds: ctx.opts.rounds(),
         wall_secs: wall.as_secs_f64(),
     }
 }
 
-pub(crate) fn main(args: &[String]) -> ! {
-    let opts = match parse(args) {
-        Ok(o) => o,
-        Err(Error::Help) => {
-            println!("{USAGE}");
-            std::process::exit(0);
-        }
-        Err(e) => {
-            eprintln!("weir-bench: {e}\n{USAGE}");
-            std::process::exit(e.exit_code());
-        }
-    };
+pub(crate) fn main(opts: Opts) -> ! {
     // The idle scenario holds 10 000+ sockets (it says so itself if the limit is too low).
     let _ = raise_nofile_limit();
     let started = Instant::now();
@@ -516,11 +474,16 @@ pub(crate) fn main(args: &[String]) -> ! {
         opts,
         errors: Vec::new(),
     };
+    let selected = ctx.opts.selected();
     eprintln!(
         "weir-bench: {} ({}), {} measured round(s){}, output in {}",
-        ctx.opts.scenarios.join(" "),
+        selected
+            .iter()
+            .map(|(name, _)| *name)
+            .collect::<Vec<_>>()
+            .join(" "),
         if ctx.opts.quick { "quick" } else { "full" },
-        ctx.opts.rounds,
+        ctx.opts.rounds(),
         if ctx.opts.quick {
             ""
         } else {
@@ -529,24 +492,10 @@ pub(crate) fn main(args: &[String]) -> ! {
         ctx.opts.out.display()
     );
     let mut scenarios = Vec::new();
-    for name in ctx.opts.scenarios.clone() {
+    for (name, run) in selected {
         let t = Instant::now();
         eprintln!("== {name}");
-        let sc = match name.as_str() {
-            "echo" => echo::echo(&mut ctx),
-            "pingpong" => pingpong::pingpong(&mut ctx),
-            "medium-load" => medium_load::medium_load(&mut ctx),
-            "pinned" => pinned::pinned(&mut ctx),
-            "overload" => overload::overload(&mut ctx),
-            "http" => http::http(&mut ctx),
-            "pipes" => pipes::pipes(&mut ctx),
-            "timers" => timers::timers(&mut ctx),
-            "idle" => idle::idle(&mut ctx),
-            "service" => service::service(&mut ctx),
-            "service-2w" => service::service_2w(&mut ctx),
-            "instructions" => instructions::instructions(&mut ctx),
-            _ => unreachable!("parse() accepts only known scenarios"),
-        };
+        let sc = run(&mut ctx);
         eprintln!("== {name} done in {:.0?}", t.elapsed());
         for cl in &sc.claims {
             let mark = match cl.met {
@@ -559,7 +508,7 @@ pub(crate) fn main(args: &[String]) -> ! {
         scenarios.push(sc);
     }
     let results = RunResults {
-        meta: meta(&ctx, args, started.elapsed()),
+        meta: meta(&ctx, started.elapsed()),
         scenarios,
     };
     if let Err(e) = report::write(&results, &ctx.opts.out) {
@@ -586,35 +535,59 @@ pub(crate) fn main(args: &[String]) -> ! {
 
 #[cfg(test)]
 mod tests {
+    use clap::Parser;
+
     use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Line {
+        #[command(flatten)]
+        opts: Opts,
+    }
+
+    fn parse(line: &str) -> Result<Opts, clap::Error> {
+        Line::try_parse_from(std::iter::once("weir-bench").chain(line.split_whitespace()))
+            .map(|l| l.opts)
+    }
+
+    fn names(o: &Opts) -> Vec<&'static str> {
+        o.selected().iter().map(|(n, _)| *n).collect()
+    }
 
     #[test]
     fn args() {
-        let o = parse(&["echo".into(), "--quick".into(), "timers".into()]).unwrap();
-        assert_eq!(o.scenarios, ["echo", "timers"]);
+        let o = parse("timers --quick echo").unwrap();
+        assert_eq!(names(&o), ["echo", "timers"], "in the suite's order");
         assert!(o.quick);
-        assert_eq!(o.rounds, 1);
-        assert!(matches!(parse(&["nope".into()]), Err(Error::Usage(_))));
-        assert!(matches!(
-            parse(&["--rounds".into(), "0".into()]),
-            Err(Error::Usage(_))
-        ));
-        assert_eq!(parse(&[]).unwrap().scenarios.len(), SCENARIOS.len());
+        assert_eq!(o.rounds(), 1);
+        assert!(o.napi);
+        let o = parse("--rounds 7 --no-napi --rate 3000 --contenders weir,tokio-mt").unwrap();
+        assert_eq!(names(&o).len(), SCENARIOS.len());
+        assert_eq!((o.rounds(), o.napi, o.rate), (7, false, Some(3000.0)));
+        assert_eq!(
+            o.only.as_deref(),
+            Some(&["weir".to_string(), "tokio-mt".to_string()][..])
+        );
+        assert_eq!(parse("").unwrap().rounds(), 5);
     }
 
-    /// `--help` is not an error of the command line: it exits 0, a wrong argument exits 2.
+    /// `--help` exits 0; a wrong argument exits 2 and says what was wrong.
     #[test]
     fn help_and_usage_exit_codes() {
-        let help = parse(&["echo".into(), "--help".into()]).unwrap_err();
-        assert!(matches!(help, Error::Help));
+        let help = parse("echo --help").unwrap_err();
         assert_eq!(help.exit_code(), 0);
-        let bad = parse(&["--rate".into(), "0".into()]).unwrap_err();
-        assert_eq!(bad.exit_code(), 2);
-        assert_eq!(
-            bad.to_string(),
-            "--rate takes a number of requests per second ≥ 1"
-        );
-        let missing = parse(&["--out".into()]).unwrap_err();
-        assert_eq!(missing.to_string(), "--out needs a value");
+        for bad in [
+            "nope",
+            "--rounds 0",
+            "--rounds 101",
+            "--rate 0",
+            "--rate inf",
+            "--out",
+        ] {
+            let e = parse(bad).expect_err(bad);
+            assert_eq!(e.exit_code(), 2, "{bad}: {e}");
+        }
+        let e = parse("--rate 0").unwrap_err().to_string();
+        assert!(e.contains("requests per second"), "{e}");
     }
 }

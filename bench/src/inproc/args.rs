@@ -1,15 +1,10 @@
-//! Command-line flags shared by the in-process benchmarks.
-//!
-//! Every mode accepts `--rt`, `--flavor` and `--quick`; each adds its own value flags (e.g.
-//! `--pipes N`). Values are given as `--flag VALUE` or `--flag=VALUE`. Unknown flags, missing
-//! values, repeated flags and stray arguments are errors.
+//! The command lines of the in-process benchmarks: every mode takes `--rt`, `--flavor` and
+//! `--quick` ([`Common`]) and adds its own flags ([`PipesArgs`], [`TimersArgs`]).
 
 use std::fmt;
 
-use crate::error::Error;
-
 /// Which contender runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum Rt {
     /// weir, with tasks on `weir::io::unix::AsyncFd` / `weir::time`.
     Weir,
@@ -33,7 +28,7 @@ impl fmt::Display for Rt {
 }
 
 /// Runtime flavour of weir and tokio.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum Flavor {
     /// Multi-thread, 2 workers.
     Mt,
@@ -41,208 +36,169 @@ pub(crate) enum Flavor {
     Ct,
 }
 
-/// Parsed flags of one mode.
-#[derive(Debug)]
-pub(crate) struct Args {
-    /// `--rt` (required).
+/// The flags every mode takes.
+#[derive(Clone, Copy, Debug, clap::Args)]
+pub(crate) struct Common {
+    /// Which contender runs.
+    #[arg(long, value_enum)]
     pub(crate) rt: Rt,
-    /// `--flavor` (default `mt`).
+    /// Runtime flavour of weir and tokio.
+    #[arg(long, value_enum, default_value_t = Flavor::Mt)]
     pub(crate) flavor: Flavor,
-    /// `--quick`.
+    /// Shorter runs (the orchestrator's `--quick`).
+    #[arg(long)]
     pub(crate) quick: bool,
-    /// The mode's value flags that were given, as (flag, raw value).
-    values: Vec<(&'static str, String)>,
 }
 
-/// Parses `args`; `value_flags` are the mode's own flags that take a value (each with its
-/// leading `--`).
-pub(crate) fn parse(args: &[String], value_flags: &[&'static str]) -> Result<Args, Error> {
-    let mut rt = None;
-    let mut flavor = None;
-    let mut quick = false;
-    let mut values: Vec<(&'static str, String)> = Vec::new();
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        let (name, inline) = match arg.split_once('=') {
-            Some((n, v)) if n.starts_with("--") => (n, Some(v.to_string())),
-            _ => (arg.as_str(), None),
-        };
-        if name == "--quick" {
-            if inline.is_some() {
-                return Err(Error::usage("--quick takes no value"));
-            }
-            if quick {
-                return Err(Error::usage("--quick given twice"));
-            }
-            quick = true;
-            continue;
-        }
-        let known = ["--rt", "--flavor"]
-            .iter()
-            .chain(value_flags)
-            .find(|&&f| f == name)
-            .copied();
-        let Some(flag) = known else {
-            return Err(Error::usage(format!(
-                "unknown argument `{arg}` (expected --rt, --flavor, --quick{})",
-                value_flags
-                    .iter()
-                    .map(|f| format!(", {f}"))
-                    .collect::<String>()
-            )));
-        };
-        let value = match inline {
-            Some(v) => v,
-            None => it
-                .next()
-                .cloned()
-                .ok_or_else(|| Error::usage(format!("{flag} needs a value")))?,
-        };
-        match flag {
-            "--rt" => {
-                if rt.is_some() {
-                    return Err(Error::usage("--rt given twice"));
-                }
-                rt = Some(parse_rt(&value)?);
-            }
-            "--flavor" => {
-                if flavor.is_some() {
-                    return Err(Error::usage("--flavor given twice"));
-                }
-                flavor = Some(match value.as_str() {
-                    "mt" => Flavor::Mt,
-                    "ct" => Flavor::Ct,
-                    other => {
-                        return Err(Error::usage(format!(
-                            "--flavor must be mt or ct, not `{other}`"
-                        )));
-                    }
-                });
-            }
-            _ => {
-                if values.iter().any(|(f, _)| *f == flag) {
-                    return Err(Error::usage(format!("{flag} given twice")));
-                }
-                values.push((flag, value));
-            }
-        }
-    }
-    let rt = rt.ok_or_else(|| Error::usage("--rt weir|tokio|raw-epoll|busy-loop is required"))?;
-    Ok(Args {
-        rt,
-        flavor: flavor.unwrap_or(Flavor::Mt),
-        quick,
-        values,
-    })
+/// `weir-bench __pipes`.
+#[derive(Clone, Copy, Debug, clap::Args)]
+pub(crate) struct PipesArgs {
+    #[command(flatten)]
+    pub(crate) common: Common,
+    /// Pipes.
+    #[arg(long, default_value_t = 2000, value_parser = positive_usize)]
+    pub(crate) pipes: usize,
+    /// Seconds measured [default: 3, 1 with --quick].
+    #[arg(long, value_parser = positive_f64)]
+    pub(crate) secs: Option<f64>,
+    /// Seconds of warm-up [default: 0.5, 0.2 with --quick].
+    #[arg(long, value_parser = positive_f64)]
+    pub(crate) warmup: Option<f64>,
+    /// Bytes written and not yet read, at most [default: twice the pipes].
+    #[arg(long, value_parser = positive_usize)]
+    pub(crate) inflight: Option<usize>,
 }
 
-fn parse_rt(s: &str) -> Result<Rt, Error> {
-    match s {
-        "weir" => Ok(Rt::Weir),
-        "tokio" => Ok(Rt::Tokio),
-        "raw-epoll" => Ok(Rt::RawEpoll),
-        "busy-loop" => Ok(Rt::BusyLoop),
-        other => Err(Error::usage(format!(
-            "--rt must be weir, tokio, raw-epoll or busy-loop, not `{other}`"
-        ))),
+/// Which timer cases run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Set {
+    /// Sleep precision on an idle runtime, and insert+cancel.
+    Classic,
+    /// Sleep loops where programs write them.
+    User,
+}
+
+/// The only backend `__timers` chooses: io_uring (epoll is the default).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum UringBackend {
+    #[value(name = "io_uring")]
+    IoUring,
+}
+
+/// `weir-bench __timers`.
+#[derive(Clone, Copy, Debug, clap::Args)]
+pub(crate) struct TimersArgs {
+    #[command(flatten)]
+    pub(crate) common: Common,
+    /// Multiplies the sample counts.
+    #[arg(long, default_value_t = 1.0, value_parser = positive_f64)]
+    pub(crate) samples_scale: f64,
+    /// Which cases run.
+    #[arg(long, value_enum, default_value_t = Set::Classic)]
+    pub(crate) set: Set,
+    /// Multi-thread workers: a number, or `all` (one per CPU) [default: 2].
+    #[arg(long, value_parser = parse_workers)]
+    pub(crate) workers: Option<usize>,
+    /// weir: `Builder::timer_spin`, in µs.
+    #[arg(long, value_parser = positive_usize)]
+    pub(crate) timer_spin: Option<usize>,
+    /// weir: run on the io_uring backend.
+    #[arg(long, value_enum)]
+    pub(crate) backend: Option<UringBackend>,
+}
+
+/// A number of at least 1.
+fn positive_usize(v: &str) -> Result<usize, String> {
+    match v.parse::<usize>() {
+        Ok(x) if x >= 1 => Ok(x),
+        _ => Err("an integer >= 1".to_string()),
     }
 }
 
-impl Args {
-    /// `flag`'s raw value, if given.
-    pub(crate) fn raw(&self, flag: &str) -> Option<&str> {
-        self.values
-            .iter()
-            .find(|(f, _)| *f == flag)
-            .map(|(_, v)| v.as_str())
+/// A positive, finite number (seconds, or a factor).
+fn positive_f64(v: &str) -> Result<f64, String> {
+    match v.parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        _ => Err("a positive number".to_string()),
     }
+}
 
-    /// `flag` as a positive, finite number of seconds (or any positive factor); `default` if
-    /// absent.
-    pub(crate) fn positive_f64(&self, flag: &str, default: f64) -> Result<f64, Error> {
-        match self.raw(flag) {
-            None => Ok(default),
-            Some(v) => match v.parse::<f64>() {
-                Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
-                _ => Err(Error::usage(format!(
-                    "{flag} must be a positive number, not `{v}`"
-                ))),
-            },
-        }
+/// `--workers N|all`.
+fn parse_workers(v: &str) -> Result<usize, String> {
+    if v == "all" {
+        return Ok(std::thread::available_parallelism().map_or(1, |n| n.get()));
     }
-
-    /// `flag` as an integer of at least 1; `default` if absent.
-    pub(crate) fn positive_usize(&self, flag: &str, default: usize) -> Result<usize, Error> {
-        match self.raw(flag) {
-            None => Ok(default),
-            Some(v) => match v.parse::<usize>() {
-                Ok(x) if x >= 1 => Ok(x),
-                _ => Err(Error::usage(format!(
-                    "{flag} must be an integer >= 1, not `{v}`"
-                ))),
-            },
-        }
-    }
+    positive_usize(v)
 }
 
 #[cfg(test)]
 mod tests {
+    use clap::Parser;
+
     use super::*;
 
-    fn s(v: &[&str]) -> Vec<String> {
-        v.iter().map(|x| x.to_string()).collect()
+    #[derive(Debug, Parser)]
+    struct Pipes {
+        #[command(flatten)]
+        a: PipesArgs,
+    }
+
+    #[derive(Debug, Parser)]
+    struct Timers {
+        #[command(flatten)]
+        a: TimersArgs,
+    }
+
+    fn pipes(line: &str) -> Result<PipesArgs, clap::Error> {
+        Pipes::try_parse_from(std::iter::once("p").chain(line.split_whitespace())).map(|p| p.a)
+    }
+
+    fn timers(line: &str) -> Result<TimersArgs, clap::Error> {
+        Timers::try_parse_from(std::iter::once("t").chain(line.split_whitespace())).map(|t| t.a)
     }
 
     #[test]
     fn defaults_and_forms() {
-        let a = parse(&s(&["--rt", "weir", "--pipes=10", "--quick"]), &["--pipes"]).unwrap();
-        assert_eq!(a.rt, Rt::Weir);
-        assert_eq!(a.flavor, Flavor::Mt);
-        assert!(a.quick);
-        assert_eq!(a.positive_usize("--pipes", 5).unwrap(), 10);
-        assert_eq!(a.positive_f64("--secs", 3.0).unwrap(), 3.0);
-
-        let a = parse(
-            &s(&["--flavor", "ct", "--rt=busy-loop", "--secs", "0.5"]),
-            &["--secs"],
-        )
-        .unwrap();
-        assert_eq!(a.rt, Rt::BusyLoop);
-        assert_eq!(a.flavor, Flavor::Ct);
-        assert!(!a.quick);
-        assert_eq!(a.positive_f64("--secs", 3.0).unwrap(), 0.5);
+        let a = pipes("--rt weir --pipes=10 --quick").unwrap();
+        assert_eq!(a.common.rt, Rt::Weir);
+        assert_eq!(a.common.flavor, Flavor::Mt);
+        assert!(a.common.quick);
+        assert_eq!((a.pipes, a.secs), (10, None));
+        let a = pipes("--flavor ct --rt=busy-loop --secs 0.5").unwrap();
+        assert_eq!((a.common.rt, a.common.flavor), (Rt::BusyLoop, Flavor::Ct));
+        assert!(!a.common.quick);
+        assert_eq!(a.secs, Some(0.5));
+        let t = timers("--rt weir --set user --workers all --backend io_uring").unwrap();
+        assert_eq!(t.set, Set::User);
+        assert!(t.workers.unwrap() >= 1);
+        assert_eq!(t.backend, Some(UringBackend::IoUring));
     }
 
     #[test]
     fn rejects_bad_input() {
-        let bad: &[&[&str]] = &[
-            &[],
-            &["--rt", "glommio"],
-            &["--rt", "weir", "--bogus"],
-            &["--rt", "weir", "--pipes"],
-            &["--rt", "weir", "--rt", "tokio"],
-            &["--rt", "weir", "--flavor", "st"],
-            &["--rt", "weir", "--quick=1"],
-            &["--rt", "weir", "--quick", "--quick"],
-            &["--rt", "weir", "--pipes", "1", "--pipes", "2"],
-            &["--rt", "weir", "stray"],
-        ];
-        for b in bad {
-            let r = parse(&s(b), &["--pipes"]);
-            assert!(matches!(r, Err(Error::Usage(_))), "{b:?}: {r:?}");
+        for bad in [
+            "",
+            "--rt glommio",
+            "--rt weir --bogus",
+            "--rt weir --pipes",
+            "--rt weir --rt tokio",
+            "--rt weir --flavor st",
+            "--rt weir --quick=1",
+            "--rt weir --pipes 1 --pipes 2",
+            "--rt weir stray",
+            "--rt tokio --pipes 0",
+            "--rt tokio --secs -1",
+            "--rt tokio --secs inf",
+        ] {
+            let e = pipes(bad).expect_err(bad);
+            assert_eq!(e.exit_code(), 2, "{bad}: {e}");
         }
-        fn usage<T>(r: Result<T, Error>) -> bool {
-            matches!(r, Err(Error::Usage(_)))
+        for bad in [
+            "--rt weir --backend epoll",
+            "--rt weir --set both",
+            "--rt weir --workers 0",
+        ] {
+            timers(bad).expect_err(bad);
         }
-        let a = parse(&s(&["--rt", "tokio", "--pipes", "0"]), &["--pipes"]).unwrap();
-        assert!(usage(a.positive_usize("--pipes", 1)));
-        let a = parse(&s(&["--rt", "tokio", "--secs", "-1"]), &["--secs"]).unwrap();
-        assert!(usage(a.positive_f64("--secs", 1.0)));
-        let a = parse(&s(&["--rt", "tokio", "--secs", "inf"]), &["--secs"]).unwrap();
-        assert!(usage(a.positive_f64("--secs", 1.0)));
-        assert_eq!(
-            a.positive_f64("--secs", 1.0).unwrap_err().to_string(),
-            "--secs must be a positive number, not `inf`"
-        );
     }
 }

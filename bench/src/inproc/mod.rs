@@ -1,9 +1,9 @@
 //! In-process benchmarks run as child processes: `__pipes` and `__timers`.
 //!
 //! Each entry point runs one contender (`--rt weir|tokio|raw-epoll|busy-loop`, `--flavor mt|ct`),
-//! prints exactly one line `RESULT <json>` on stdout and exits 0; on bad flags or a failure it
-//! prints a message on stderr and exits 1 (the orchestrator counts any other exit as a failed
-//! round; it never passes a wrong command line). The JSON is
+//! prints exactly one line `RESULT <json>` on stdout and exits 0; on a failure it prints a
+//! message on stderr and exits 1, on bad flags 2 (the orchestrator counts any other exit as a
+//! failed round; it never passes a wrong command line). The JSON is
 //! `{"cases": {"<case>": {"metrics": {"<key>": <f64>, …}, "latency_us": [<f64>, …]}}}`, where
 //! `latency_us` (raw samples) is present only for latency cases.
 //!
@@ -18,6 +18,7 @@ mod args;
 mod pipes;
 mod timers;
 
+pub(crate) use args::{PipesArgs, TimersArgs};
 pub(crate) use timers::USER_CASES;
 
 use std::collections::BTreeMap;
@@ -29,16 +30,20 @@ use serde::Serialize;
 use crate::error::Error;
 
 /// `weir-bench __pipes …`; never returns.
-pub(crate) fn pipes_main(args: &[String]) -> ! {
-    match pipes::run(args) {
+pub(crate) fn pipes_main(args: PipesArgs) -> ! {
+    match pipes::run(&args) {
         Ok(never) => match never {},
         Err(e) => fail("__pipes", &e),
     }
 }
 
 /// `weir-bench __timers …`; never returns.
-pub(crate) fn timers_main(args: &[String]) -> ! {
-    match timers::run(args) {
+pub(crate) fn timers_main(args: TimersArgs) -> ! {
+    if let Err(msg) = timers::check(&args) {
+        eprintln!("weir-bench __timers: {msg}");
+        std::process::exit(2);
+    }
+    match timers::run(&args) {
         Ok(out) => emit(&out),
         Err(e) => fail("__timers", &e),
     }

@@ -53,7 +53,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::args::{self, Flavor, Rt};
+use super::args::{Flavor, PipesArgs, Rt};
 use super::{CaseOut, Output, XorShift, ratio};
 use crate::error::Error;
 
@@ -140,18 +140,17 @@ struct Config {
     inflight: u64,
 }
 
-/// Parses the flags, sets up the pipes and runs the contender; returns only on a setup error
+/// Sets up the pipes and runs the contender; returns only on a setup error
 /// (success ends the process from the controller thread).
-pub(super) fn run(argv: &[String]) -> Result<Infallible, Error> {
-    let a = args::parse(argv, &["--pipes", "--secs", "--warmup", "--inflight"])?;
-    let pipes = a.positive_usize("--pipes", 2000)?;
+pub(super) fn run(a: &PipesArgs) -> Result<Infallible, Error> {
+    let quick = a.common.quick;
     let cfg = Config {
-        rt: a.rt,
-        flavor: a.flavor,
-        pipes,
-        secs: a.positive_f64("--secs", if a.quick { 1.0 } else { 3.0 })?,
-        warmup: a.positive_f64("--warmup", if a.quick { 0.2 } else { 0.5 })?,
-        inflight: a.positive_usize("--inflight", 2 * pipes)? as u64,
+        rt: a.common.rt,
+        flavor: a.common.flavor,
+        pipes: a.pipes,
+        secs: a.secs.unwrap_or(if quick { 1.0 } else { 3.0 }),
+        warmup: a.warmup.unwrap_or(if quick { 0.2 } else { 0.5 }),
+        inflight: a.inflight.unwrap_or(2 * a.pipes) as u64,
     };
     raise_nofile(2 * cfg.pipes + 64)?;
     let (reads, writes) = make_pipes(cfg.pipes)?;
@@ -195,7 +194,8 @@ pub(super) fn run(argv: &[String]) -> Result<Infallible, Error> {
 
 /// Raises the soft `RLIMIT_NOFILE` as far as it goes; fails if that is below `needed`.
 fn raise_nofile(needed: usize) -> Result<(), Error> {
-    let limit = crate::helpers::raise_nofile_limit().map_err(|e| Error::os("RLIMIT_NOFILE", e))?;
+    let limit =
+        weir_harness::limits::raise_nofile_limit().map_err(|e| Error::os("RLIMIT_NOFILE", e))?;
     if (limit as u128) < needed as u128 {
         return Err(Error::unavailable(format!(
             "RLIMIT_NOFILE is {limit} but {needed} fds are needed; use fewer --pipes"

@@ -30,7 +30,7 @@ use futures::StreamExt;
 use futures::channel::mpsc;
 
 /// Which wake-up.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum Case {
     Socket,
     ChanLocal,
@@ -57,30 +57,30 @@ impl Case {
     }
 }
 
+/// Which runtime wakes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum WakeRt {
+    Weir,
+    Tokio,
+}
+
+/// The command line of `weir-bench __wakeups`.
+#[derive(Clone, Copy, Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Which runtime.
+    #[arg(long, value_enum)]
+    rt: WakeRt,
+    /// Which case.
+    #[arg(long, value_enum)]
+    case: Case,
+    /// Round trips.
+    #[arg(long)]
+    n: u64,
+}
+
 /// `weir-bench __wakeups …`: runs the case and exits.
-pub(crate) fn main(args: &[String]) -> ! {
-    let usage =
-        "usage: weir-bench __wakeups --rt weir|tokio --case socket|chan-local|chan-cross --n N";
-    let mut rt = None;
-    let mut case = None;
-    let mut n: Option<u64> = None;
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        let v = it.next().map(String::as_str);
-        match (flag.as_str(), v) {
-            ("--rt", Some(v @ ("weir" | "tokio"))) => rt = Some(v == "weir"),
-            ("--case", Some(v)) => case = Case::ALL.into_iter().find(|c| c.name() == v),
-            ("--n", Some(v)) => n = v.parse().ok(),
-            _ => {
-                eprintln!("weir-bench __wakeups: bad argument {flag:?}\n{usage}");
-                std::process::exit(2);
-            }
-        }
-    }
-    let (Some(weir), Some(case), Some(n)) = (rt, case, n) else {
-        eprintln!("weir-bench __wakeups: missing argument\n{usage}");
-        std::process::exit(2);
-    };
+pub(crate) fn main(args: &Args) -> ! {
+    let (weir, case, n) = (args.rt == WakeRt::Weir, args.case, args.n);
     let result = match (weir, case) {
         (true, Case::Socket) => weir_socket(n),
         (false, Case::Socket) => tokio_socket(n),

@@ -46,7 +46,7 @@ fn ensure_fd_limit(n: usize) -> io::Result<()> {
         .map(|d| d.count() as u64)
         .unwrap_or(FD_HEADROOM);
     let needed = open + n as u64 + FD_HEADROOM;
-    let limit = crate::helpers::raise_nofile_limit().map_err(|e| {
+    let limit = weir_harness::limits::raise_nofile_limit().map_err(|e| {
         io::Error::new(
             e.kind(),
             format!("idle_connect: raising RLIMIT_NOFILE for {n} connections: {e}"),

@@ -15,6 +15,8 @@ use std::io;
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
+use hdrhistogram::Histogram;
+
 mod closed;
 mod idle;
 mod open;
@@ -93,8 +95,8 @@ pub(crate) struct PingPongConfig {
 /// What [`pingpong()`] measured.
 #[derive(Debug, Clone)]
 pub(crate) struct PingPongResult {
-    /// Round-trip times of the round trips started during the measure window, in order.
-    pub rtts_ns: Vec<u64>,
+    /// Round-trip times of the round trips started during the measure window.
+    pub rtt_ns: Histogram<u64>,
     /// 1 if the connection failed (or a round trip hung past the window by 1 s), else 0.
     pub errors: u64,
 }
@@ -180,9 +182,8 @@ pub(crate) struct OpenLoopResult {
     pub completed: u64,
     /// Connections given up over the whole run.
     pub errors: u64,
-    /// One per completed request of the window (in order of arrival), measured from its
-    /// *scheduled* send time.
-    pub latencies_ns: Vec<u64>,
+    /// One per completed request of the window, measured from its *scheduled* send time.
+    pub latency_ns: Histogram<u64>,
     /// Requests of the window handed to the socket (or to the backlog of a full socket) more
     /// than 50 µs after their scheduled time: the generator's own pacing error.
     pub late_sends: u64,
@@ -215,32 +216,35 @@ pub(crate) fn idle_connect(addr: SocketAddr, n: usize) -> io::Result<Vec<TcpStre
     idle::run(addr, n)
 }
 
+/// The command line of `weir-bench load`.
+#[derive(Clone, Debug, clap::Args)]
+pub(crate) struct LoadArgs {
+    /// The server to load.
+    #[arg(long)]
+    addr: SocketAddr,
+    /// Offered requests per second.
+    #[arg(long)]
+    rate: f64,
+    /// Seconds measured.
+    #[arg(long, default_value_t = 5.0)]
+    secs: f64,
+    /// Connections.
+    #[arg(long, default_value_t = 64)]
+    conns: usize,
+    /// Pin the generator to this CPU.
+    #[arg(long)]
+    cpu: Option<usize>,
+}
+
 /// `weir-bench load …`: the open-loop HTTP generator on its own (see the crate docs).
-pub(crate) fn cli(args: &[String]) -> ! {
-    let usage =
-        "usage: weir-bench load --addr IP:PORT --rate REQ_PER_S [--secs S] [--conns N] [--cpu C]";
-    let mut addr: Option<SocketAddr> = None;
-    let (mut rate, mut secs, mut conns, mut cpu) = (None::<f64>, 5.0f64, 64usize, None::<usize>);
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        let v = it.next().map(String::as_str).unwrap_or("");
-        let ok = match flag.as_str() {
-            "--addr" => v.parse().map(|a| addr = Some(a)).is_ok(),
-            "--rate" => v.parse().map(|r| rate = Some(r)).is_ok(),
-            "--secs" => v.parse().map(|s| secs = s).is_ok(),
-            "--conns" => v.parse().map(|n| conns = n).is_ok(),
-            "--cpu" => v.parse().map(|c| cpu = Some(c)).is_ok(),
-            _ => false,
-        };
-        if !ok {
-            eprintln!("weir-bench load: bad argument {flag} {v}\n{usage}");
-            std::process::exit(2);
-        }
-    }
-    let (Some(addr), Some(rate)) = (addr, rate) else {
-        eprintln!("{usage}");
-        std::process::exit(2);
-    };
+pub(crate) fn cli(a: &LoadArgs) -> ! {
+    let LoadArgs {
+        addr,
+        rate,
+        secs,
+        conns,
+        cpu,
+    } = a.clone();
     if let Some(cpu) = cpu
         && let Err(e) = weir::runtime::pin_thread_to_cpu(cpu)
     {
@@ -261,9 +265,7 @@ pub(crate) fn cli(args: &[String]) -> ! {
     };
     match run() {
         Ok(r) => {
-            let mut lat: Vec<f64> = r.latencies_ns.iter().map(|&ns| ns as f64 / 1e3).collect();
-            lat.sort_by(f64::total_cmp);
-            let q = |f: f64| crate::helpers::quantile_at(&lat, f);
+            let q = |f: f64| r.latency_ns.value_at_quantile(f) as f64 / 1e3;
             println!(
                 "scheduled {} completed {} errors {} late_sends {} p50 {:.0} µs p99 {:.0} µs",
                 r.scheduled,

@@ -32,6 +32,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::thread;
 
+use hdrhistogram::Histogram;
+
 use super::wire::{self, Io};
 use super::{OpenLoopConfig, OpenLoopResult, Phase};
 use crate::sys::clock;
@@ -42,9 +44,6 @@ const LATE_NS: u64 = 50_000;
 
 /// How far in the future request 0 is scheduled, to let the threads start.
 const LEAD_NS: u64 = 2_000_000;
-
-/// Upper bound on the latency buffer reserved up front (it grows past this if needed).
-const MAX_PRESIZE: u64 = 1 << 24;
 
 /// At most this many overdue requests are sent in a row before the sender looks at its
 /// backlog and the stop flag again.
@@ -165,7 +164,7 @@ pub(super) struct SenderStats {
 /// What the receiver reports.
 struct ReceiverStats {
     completed: u64,
-    latencies_ns: Vec<u64>,
+    latency_ns: Histogram<u64>,
 }
 
 pub(super) fn run(
@@ -242,7 +241,7 @@ pub(super) fn run_with_stats(
         scheduled: shared.k_end - shared.k_start,
         completed: receiver.completed,
         errors: shared.errors.load(Ordering::Relaxed),
-        latencies_ns: receiver.latencies_ns,
+        latency_ns: receiver.latency_ns,
         late_sends: sender.late_sends,
         max_send_lag_ns: sender.max_send_lag_ns,
         secs: (window_end - window_start) as f64 / clock::NANOS_PER_SEC as f64,
@@ -464,7 +463,7 @@ fn receive(sh: &Shared) -> io::Result<ReceiverStats> {
     let scheduled = sh.k_end - sh.k_start;
     let mut stats = ReceiverStats {
         completed: 0,
-        latencies_ns: Vec::with_capacity(scheduled.min(MAX_PRESIZE) as usize),
+        latency_ns: crate::latency::histogram(),
     };
     // Bytes of the current, incomplete response on each connection.
     let mut partial = vec![0usize; sh.conns.len()];
@@ -532,7 +531,7 @@ fn read_responses(
             };
             if sh.in_window(due) {
                 stats.completed += 1;
-                stats.latencies_ns.push(now.saturating_sub(due));
+                stats.latency_ns.saturating_record(now.saturating_sub(due));
             }
         }
         // Bytes of an incomplete response belong to the oldest outstanding request (whose

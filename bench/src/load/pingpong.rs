@@ -35,7 +35,7 @@ pub(super) fn run(
     let start_at = begin + clock::duration_ns(cfg.warmup);
     let end_at = start_at + clock::duration_ns(cfg.measure);
     let give_up_at = end_at + STUCK_AFTER_END_NS;
-    let mut rtts_ns = Vec::with_capacity(1 << 16);
+    let mut rtt_ns = crate::latency::histogram();
     let mut measuring = false;
     let mut errors = 0;
 
@@ -64,12 +64,12 @@ pub(super) fn run(
         }
         let done_at = clock::now_ns();
         if measuring {
-            rtts_ns.push(done_at - sent_at);
+            rtt_ns.saturating_record(done_at - sent_at);
         }
     }
     on_phase(Phase::MeasureEnd);
     drop(stream);
-    Ok(PingPongResult { rtts_ns, errors })
+    Ok(PingPongResult { rtt_ns, errors })
 }
 
 /// Sends `msg` and spins until all of it has come back (sending and receiving interleaved, so

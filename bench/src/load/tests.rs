@@ -205,8 +205,8 @@ fn pingpong_records_round_trips() {
         let mut phases = Vec::new();
         let r = pingpong(&cfg, &mut recorder(&mut phases)).expect("pingpong");
         assert_eq!(phases, BOTH);
-        assert!(!r.rtts_ns.is_empty());
-        assert!(r.rtts_ns.iter().all(|&t| t > 0));
+        assert!(!r.rtt_ns.is_empty());
+        assert!(r.rtt_ns.min() > 0);
         assert_eq!(r.errors, 0);
     }
 }
@@ -274,7 +274,7 @@ fn open_loop_answers_every_scheduled_request() {
     assert_eq!(phases, BOTH);
     assert_eq!(r.scheduled, 2_000); // 10 000/s over exactly 200 ms
     assert_eq!(r.completed, r.scheduled, "{r:?}");
-    assert_eq!(r.latencies_ns.len() as u64, r.completed);
+    assert_eq!(r.latency_ns.len(), r.completed);
     assert_eq!(r.errors, 0);
     assert!(r.late_sends <= r.scheduled);
     assert_eq!(r.secs, 0.2);
@@ -299,7 +299,7 @@ fn open_loop_backlogs_when_the_server_does_not_read() {
     assert!(stats.would_block > 0, "the socket never filled up");
     assert_eq!(r.scheduled, 300);
     assert_eq!(r.completed, r.scheduled, "{r:?}");
-    assert_eq!(r.latencies_ns.len() as u64, r.completed);
+    assert_eq!(r.latency_ns.len(), r.completed);
     assert_eq!(r.errors, 0);
 }
 
@@ -320,7 +320,7 @@ fn open_loop_counts_bad_servers_as_errors() {
         assert_eq!(phases, BOTH);
         assert_eq!(r.errors, 4, "{r:?}");
         assert!(r.completed < r.scheduled);
-        assert_eq!(r.latencies_ns.len() as u64, r.completed);
+        assert_eq!(r.latency_ns.len(), r.completed);
     }
 }
 
@@ -387,9 +387,7 @@ fn open_loop_probe() {
         ..open_cfg(addr)
     };
     let (r, stats) = open::run_with_stats(&cfg, &mut |_| {}).expect("open_loop");
-    let mut lat: Vec<f64> = r.latencies_ns.iter().map(|&ns| ns as f64).collect();
-    lat.sort_by(f64::total_cmp);
-    let q = |p: f64| crate::helpers::quantile_at(&lat, p);
+    let q = |p: f64| r.latency_ns.value_at_quantile(p);
     println!(
         "scheduled {} completed {} errors {} late {} max_lag {} µs would_block {} p50 {} p99 {} max {} ns",
         r.scheduled,

@@ -4,8 +4,9 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
+use weir_harness::run::fmt_num;
+
 use super::plots;
-use crate::helpers::fmt_num;
 use crate::model::{Claim, Meta, MetricSpec, RunResults, ScenarioResult, Stats};
 
 /// The whole report.md. `drawn` holds the file names of the plots that were written; plots

@@ -4,7 +4,7 @@
 //! `report.md` from the results and the list of plots that were actually drawn, [`plots`] draws
 //! each [`PlotSpec`](crate::model::PlotSpec) as an SVG with plotters. Shared pieces (metric
 //! labels, the per-contender colours) live here; numbers are formatted by
-//! [`fmt_num`](crate::helpers::fmt_num).
+//! [`fmt_num`](weir_harness::run::fmt_num).
 
 mod markdown;
 mod plots;

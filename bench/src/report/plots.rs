@@ -16,9 +16,9 @@ use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
+use weir_harness::run::fmt_num;
 
 use super::{Palette, metric_title};
-use crate::helpers::fmt_num;
 use crate::model::{LATENCY_Q, PlotSpec, ScenarioResult, Stats};
 
 /// Size of every plot in pixels.

@@ -5,7 +5,7 @@ use std::fs;
 use std::path::PathBuf;
 
 use super::{plots, write};
-use crate::helpers::latency_distribution;
+use crate::latency;
 use crate::model::{
     Claim, ContenderInfo, LATENCY_Q, Meta, MetricSpec, PlotSpec, RunResults, Sample, ScenarioResult,
 };
@@ -31,10 +31,10 @@ fn metric(key: &str, label: &str, unit: &str, higher_is_better: bool) -> MetricS
 
 /// A synthetic latency distribution around `base` µs with a long tail.
 fn latency(base: f64, round: u32) -> Vec<f64> {
-    let mut raw: Vec<f64> = (0..2000)
+    let raw: Vec<f64> = (0..2000)
         .map(|i| base * (1.0 + f64::from(round) * 0.03) * (f64::from(i) / 400.0).exp())
         .collect();
-    latency_distribution(&mut raw).unwrap()
+    latency::distribution(&latency::from_us(&raw)).unwrap()
 }
 
 /// Warm-up plus three rounds of one contender in one case; `scale` sets the level, each

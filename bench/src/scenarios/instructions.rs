@@ -32,9 +32,9 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use weir_harness::run::fmt_num;
 
 use super::{Bound, Contender, Ctx, c, med, metric, ratio_claim, scenario, uring_unavailable};
-use crate::helpers::fmt_num;
 use crate::instr::callgrind::{self, LAYERS, Profile};
 use crate::instr::counted::Conns;
 use crate::instr::wakeups::Case;

@@ -7,17 +7,20 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use hdrhistogram::Histogram;
+use weir_harness::child::{ServerProc, run_child_result};
+use weir_harness::procstat::{ProcDelta, ProcSample};
+
 use super::napi_lab::Lab;
 use super::{Contender, to_args};
 use crate::load::Phase;
-use crate::procstat::{ProcDelta, ProcSample, ServerProc, run_child_result};
 
 /// What one round measured.
 #[derive(Default)]
 pub(super) struct Measured {
     pub(super) metrics: BTreeMap<String, f64>,
-    /// Raw latency samples (µs) of this round, if any.
-    pub(super) latency_us: Option<Vec<f64>>,
+    /// The round's latencies (ns), if it measures latency.
+    pub(super) latency: Option<Histogram<u64>>,
 }
 
 /// The server's counters at both ends of the measurement window.
@@ -133,7 +136,7 @@ pub(super) fn start_server(
         }
         None => (Vec::new(), [127, 0, 0, 1]),
     };
-    let server = ServerProc::spawn(&wrapper, &args)?;
+    let server = ServerProc::spawn("__server", &wrapper, &args)?;
     let addr = SocketAddr::from((ip, server.port));
     Ok((server, addr))
 }
@@ -150,7 +153,7 @@ pub(super) fn start_server_on(
         args.extend(["--kind".to_string(), kind.to_string()]);
     }
     args.extend(to_args(cont.args));
-    let server = ServerProc::spawn(&[], &args)?;
+    let server = ServerProc::spawn("__server", &[], &args)?;
     let addr = SocketAddr::from(([127, 0, 0, 1], server.port));
     Ok((server, addr))
 }
@@ -175,7 +178,8 @@ pub(super) fn measured_from(v: &serde_json::Value, case: &str) -> io::Result<Mea
         }
     }
     if let Some(arr) = c.get("latency_us").and_then(|l| l.as_array()) {
-        m.latency_us = Some(arr.iter().filter_map(|x| x.as_f64()).collect());
+        let us: Vec<f64> = arr.iter().filter_map(|x| x.as_f64()).collect();
+        m.latency = Some(crate::latency::from_us(&us));
     }
     Ok(m)
 }

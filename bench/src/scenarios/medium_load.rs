@@ -12,7 +12,7 @@ use super::{
     Bound, Contender, Ctx, RAW, TOKIO_CT, TOKIO_MT, c, med, metric, ratio_claim, run_rounds,
     scenario,
 };
-use crate::helpers::{quantile_at, sorted};
+use crate::latency;
 use crate::load;
 use crate::model::{Claim, PlotSpec, ScenarioResult};
 
@@ -149,12 +149,7 @@ pub(super) fn medium_load(ctx: &mut Ctx) -> ScenarioResult {
         let (r, w) = measure(&mut server, |_, p| load::open_loop(&cfg, p), addr)?;
         server.stop()?;
         let mut m = Measured::default();
-        let mut lat: Vec<f64> = r.latencies_ns.iter().map(|&ns| ns as f64 / 1e3).collect();
-        if let Some(q) = sorted(&lat) {
-            m.metrics.insert("p50_us".into(), quantile_at(&q, 0.5));
-            m.metrics.insert("p99_us".into(), quantile_at(&q, 0.99));
-            m.metrics.insert("p999_us".into(), quantile_at(&q, 0.999));
-        }
+        latency::insert_percentiles(&mut m.metrics, &r.latency_ns);
         m.metrics.insert("scheduled".into(), r.scheduled as f64);
         m.metrics.insert("completed".into(), r.completed as f64);
         m.metrics.insert(
@@ -168,8 +163,7 @@ pub(super) fn medium_load(ctx: &mut Ctx) -> ScenarioResult {
             .insert("req_per_s".into(), r.scheduled as f64 / r.secs);
         m.metrics.insert("errors".into(), r.errors as f64);
         add_costs(&mut m.metrics, &w, r.scheduled as f64, "req");
-        lat.shrink_to_fit();
-        m.latency_us = Some(lat);
+        m.latency = Some(r.latency_ns);
         Ok(m)
     });
     sc.claims.push(ratio_claim(

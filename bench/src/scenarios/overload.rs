@@ -22,7 +22,7 @@ use serde_json::json;
 use super::measuring::{Measured, add_costs, measure, start_server, start_server_on};
 use super::pinned::ThreadCpus;
 use super::{Bound, Contender, Ctx, c, have_wrk, metric, ratio_claim, run_rounds, scenario};
-use crate::helpers::{quantile_at, sorted};
+use crate::latency;
 use crate::load::{self, Phase};
 use crate::model::ScenarioResult;
 
@@ -251,7 +251,7 @@ fn write_script() -> io::Result<std::path::PathBuf> {
 
 /// `wrk -t1 -cN` for `secs`, with the server's counters read around it.
 fn saturated(
-    server: &mut crate::procstat::ServerProc,
+    server: &mut weir_harness::child::ServerProc,
     addr: SocketAddr,
     case: Case,
     secs: u32,
@@ -294,7 +294,7 @@ fn saturated(
 
 /// The open-loop generator at `rate` requests/s over `case.conns` connections.
 fn open_loop(
-    server: &mut crate::procstat::ServerProc,
+    server: &mut weir_harness::child::ServerProc,
     addr: SocketAddr,
     case: Case,
     rate: f64,
@@ -310,8 +310,6 @@ fn open_loop(
         drain: std::time::Duration::from_secs(2),
     };
     let (r, w) = measure(server, |_, on_phase| load::open_loop(&cfg, on_phase), addr)?;
-    let raw: Vec<f64> = r.latencies_ns.iter().map(|&ns| ns as f64 / 1e3).collect();
-    let lat = sorted(&raw).unwrap_or_default();
     let mut m = Measured::default();
     m.metrics.insert("offered_per_s".into(), rate);
     m.metrics
@@ -322,7 +320,8 @@ fn open_loop(
         ("p99_us", 0.99),
         ("p999_us", 0.999),
     ] {
-        m.metrics.insert(key.into(), quantile_at(&lat, q));
+        m.metrics
+            .insert(key.into(), latency::quantile_us(&r.latency_ns, q));
     }
     m.metrics.insert(
         "errors".into(),
@@ -333,7 +332,7 @@ fn open_loop(
     if let Some(pct) = long_waits_pct(&w.stats, case.conns) {
         m.metrics.insert("long_waits_pct".into(), pct);
     }
-    m.latency_us = Some(lat);
+    m.latency = Some(r.latency_ns);
     Ok(m)
 }
 

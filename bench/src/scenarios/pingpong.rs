@@ -11,7 +11,7 @@ use super::{
     Bound, Contender, Ctx, RAW, SPIN, TOKIO_CT, TOKIO_MT, WEIR, WEIR_BUSY, WEIR_CT, c, info,
     metric, ratio_claim, run_rounds, scenario,
 };
-use crate::helpers::{quantile_at, sorted};
+use crate::latency;
 use crate::load;
 use crate::model::{PlotSpec, ScenarioResult};
 
@@ -69,18 +69,12 @@ pub(super) fn pingpong(ctx: &mut Ctx) -> ScenarioResult {
         server.stop()?;
         let _ = case;
         let mut m = Measured::default();
-        let n = r.rtts_ns.len() as f64;
-        let mut lat: Vec<f64> = r.rtts_ns.iter().map(|&ns| ns as f64 / 1e3).collect();
-        if let Some(q) = sorted(&lat) {
-            m.metrics.insert("p50_us".into(), quantile_at(&q, 0.5));
-            m.metrics.insert("p99_us".into(), quantile_at(&q, 0.99));
-            m.metrics.insert("p999_us".into(), quantile_at(&q, 0.999));
-        }
+        let n = r.rtt_ns.len() as f64;
+        latency::insert_percentiles(&mut m.metrics, &r.rtt_ns);
         m.metrics.insert("round_trips".into(), n);
         m.metrics.insert("errors".into(), r.errors as f64);
         add_costs(&mut m.metrics, &w, n, "rtt");
-        lat.shrink_to_fit();
-        m.latency_us = Some(lat);
+        m.latency = Some(r.rtt_ns);
         Ok(m)
     };
     run_rounds(ctx, &mut sc, &["loopback"], &contenders, |case, cont| {

@@ -18,7 +18,7 @@ use super::{
     Bound, Contender, Ctx, Measured, WrkResult, add_costs, c, have_wrk, measure, med, metric,
     ratio_claim, run_rounds, run_wrk, scenario, start_server_on,
 };
-use crate::helpers::{quantile_at, sorted};
+use crate::latency;
 use crate::load::{self, Phase};
 use crate::model::{Claim, PlotSpec, ScenarioResult};
 
@@ -333,12 +333,7 @@ fn open_loop(cont: &Contender, cpu: usize, rate: f64, t: &super::Timing) -> io::
     let (r, w) = measure(&mut server, |_, p| load::open_loop(&cfg, p), addr)?;
     server.stop()?;
     let mut m = Measured::default();
-    let mut lat: Vec<f64> = r.latencies_ns.iter().map(|&ns| ns as f64 / 1e3).collect();
-    if let Some(q) = sorted(&lat) {
-        m.metrics.insert("p50_us".into(), quantile_at(&q, 0.5));
-        m.metrics.insert("p99_us".into(), quantile_at(&q, 0.99));
-        m.metrics.insert("p999_us".into(), quantile_at(&q, 0.999));
-    }
+    latency::insert_percentiles(&mut m.metrics, &r.latency_ns);
     m.metrics
         .insert("req_per_s".into(), r.scheduled as f64 / r.secs);
     m.metrics.insert(
@@ -348,8 +343,7 @@ fn open_loop(cont: &Contender, cpu: usize, rate: f64, t: &super::Timing) -> io::
     m.metrics.insert("late_sends".into(), r.late_sends as f64);
     m.metrics.insert("errors".into(), r.errors as f64);
     add_costs(&mut m.metrics, &w, r.scheduled as f64, "req");
-    lat.shrink_to_fit();
-    m.latency_us = Some(lat);
+    m.latency = Some(r.latency_ns);
     Ok(m)
 }
 

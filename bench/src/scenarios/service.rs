@@ -26,13 +26,14 @@ use std::sync::{Arc, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use hdrhistogram::Histogram;
 use weir_datastores::{Datastores, SEED_USERS};
+use weir_harness::procstat::ProcSample;
 
 use super::measuring::Measured;
 use super::{Contender, Ctx, c, metric, run_rounds, scenario};
-use crate::helpers::{quantile_at, sorted};
+use crate::latency;
 use crate::model::{PlotSpec, ScenarioResult};
-use crate::procstat::ProcSample;
 
 const CONNS: usize = 32;
 const PERIOD: Duration = Duration::from_millis(4);
@@ -417,14 +418,25 @@ fn threads(pid: u32) -> BTreeMap<String, (String, u64)> {
 }
 
 /// What the connections saw inside the measurement window.
-#[derive(Default)]
 struct Seen {
-    latencies_us: Vec<f64>,
+    latency_ns: Histogram<u64>,
     /// Correct answers over the whole run, warm-up included.
     all_ok: u64,
     ok: u64,
     hits: u64,
     errors: u64,
+}
+
+impl Seen {
+    fn new() -> Seen {
+        Seen {
+            latency_ns: latency::histogram(),
+            all_ok: 0,
+            ok: 0,
+            hits: 0,
+            errors: 0,
+        }
+    }
 }
 
 /// One round: a fresh service, the paced load for warm-up + measure, counters at both ends.
@@ -463,12 +475,14 @@ fn one_round(
     sleep_until(window.1);
     let (s1, th1) = (ProcSample::read(svc.pid())?, threads(svc.pid()));
     stop.store(true, Ordering::Relaxed);
-    let mut seen = Seen::default();
+    let mut seen = Seen::new();
     for h in conns {
         let s = h
             .join()
             .map_err(|_| io::Error::other("a load thread panicked"))??;
-        seen.latencies_us.extend(s.latencies_us);
+        seen.latency_ns
+            .add(&s.latency_ns)
+            .expect("histograms of the same bounds add up");
         seen.ok += s.ok;
         seen.all_ok += s.all_ok;
         seen.hits += s.hits;
@@ -524,11 +538,9 @@ fn one_round(
         m.metrics
             .insert(format!("thread_us_per_req/{name}"), ns as f64 / 1e3 / n);
     }
-    if let Some(q) = sorted(&seen.latencies_us) {
-        m.metrics.insert("p50_us".into(), quantile_at(&q, 0.5));
-        m.metrics.insert("p99_us".into(), quantile_at(&q, 0.99));
-    }
-    m.latency_us = Some(seen.latencies_us);
+    latency::insert_percentiles(&mut m.metrics, &seen.latency_ns);
+    m.metrics.remove("p999_us");
+    m.latency = Some(seen.latency_ns);
     Ok(m)
 }
 
@@ -558,7 +570,7 @@ fn connection(
     s.set_read_timeout(Some(Duration::from_secs(30)))?;
     let mut rng = 0x9E37_79B9_7F4A_7C15u64 ^ ((i as u64 + 1) * 0xD1B5_4A32_D192_ED03);
     let mut due = t0 + PERIOD * i as u32 / CONNS as u32;
-    let mut seen = Seen::default();
+    let mut seen = Seen::new();
     let mut buf = Vec::with_capacity(4096);
     while !stop.load(Ordering::Relaxed) {
         sleep_until(due);
@@ -579,8 +591,8 @@ fn connection(
             if status == 200 && body.contains(&format!(r#""id":{id},"#)) {
                 seen.ok += 1;
                 seen.hits += u64::from(hit);
-                seen.latencies_us
-                    .push(done.duration_since(sent).as_secs_f64() * 1e6);
+                seen.latency_ns
+                    .saturating_record(done.duration_since(sent).as_nanos() as u64);
             } else {
                 seen.errors += 1;
             }

@@ -9,16 +9,17 @@ use std::io;
 use std::time::Duration;
 
 use serde_json::json;
+use weir_harness::child::run_child_result;
+use weir_harness::run::fmt_num;
 
 use super::measuring::measured_from;
 use super::{
     Contender, Ctx, TOKIO_CT, TOKIO_MT, WEIR, WEIR_CT, c, med, metric, run_rounds, scenario,
     to_args,
 };
-use crate::helpers::{fmt_num, quantile_at, sorted};
 use crate::inproc::USER_CASES;
+use crate::latency;
 use crate::model::{Claim, PlotSpec, ScenarioResult};
-use crate::procstat::run_child_result;
 
 const WEIR_1W: Contender = c(
     "weir-1w",
@@ -239,13 +240,10 @@ fn run_set(
             .get(cont.name)
             .ok_or_else(|| io::Error::other("this round's timers child failed"))?;
         let mut m = measured_from(v, case)?;
-        if let Some(lat) = &m.latency_us
-            && let Some(q) = sorted(lat)
-        {
-            m.metrics.insert("p50_us".into(), quantile_at(&q, 0.5));
-            m.metrics.insert("p99_us".into(), quantile_at(&q, 0.99));
-            m.metrics.insert("p999_us".into(), quantile_at(&q, 0.999));
-            m.metrics.insert("max_us".into(), quantile_at(&q, 1.0));
+        if let Some(h) = &m.latency {
+            latency::insert_percentiles(&mut m.metrics, h);
+            m.metrics
+                .insert("max_us".into(), latency::quantile_us(h, 1.0));
         }
         Ok(m)
     });

@@ -8,6 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use hdrhistogram::Histogram;
+
 /// How long a client waits for any one response before it counts an error. A liveness bound
 /// (a server that lost the request), far above any response time of a loaded 2-core machine.
 pub(super) const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -183,7 +185,7 @@ pub(super) fn set_linger_zero(stream: &TcpStream) -> io::Result<()> {
 }
 
 /// What a closed-loop load did.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub(super) struct LoadResult {
     /// Requests sent.
     pub(super) sent: u64,
@@ -192,9 +194,22 @@ pub(super) struct LoadResult {
     /// Connection failures, timeouts and non-200 responses.
     pub(super) errors: u64,
     /// Latencies in µs, if recorded.
-    pub(super) latency_us: Vec<f64>,
+    pub(super) latency_us: Histogram<u64>,
     /// The first error seen, for the report.
     pub(super) first_error: Option<String>,
+}
+
+impl Default for LoadResult {
+    fn default() -> LoadResult {
+        LoadResult {
+            sent: 0,
+            answered: 0,
+            errors: 0,
+            // Three significant digits, growing to whatever the slowest answer takes.
+            latency_us: Histogram::new(3).expect("3 significant digits is a valid precision"),
+            first_error: None,
+        }
+    }
 }
 
 impl LoadResult {
@@ -202,7 +217,9 @@ impl LoadResult {
         self.sent += o.sent;
         self.answered += o.answered;
         self.errors += o.errors;
-        self.latency_us.extend(o.latency_us);
+        self.latency_us
+            .add(&o.latency_us)
+            .expect("an auto-resizing histogram takes any value");
         if self.first_error.is_none() {
             self.first_error = o.first_error;
         }
@@ -319,7 +336,8 @@ fn load_thread(cfg: &LoadConfig, n: usize, stop: &AtomicBool) -> LoadResult {
                 Ok(resp) if resp.status == 200 => {
                     r.answered += 1;
                     if cfg.record_latency {
-                        r.latency_us.push(started[i].elapsed().as_secs_f64() * 1e6);
+                        r.latency_us
+                            .saturating_record(started[i].elapsed().as_micros() as u64);
                     }
                     if resp.close || cfg.close {
                         conns[i] = None;

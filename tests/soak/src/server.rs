@@ -1,18 +1,12 @@
-//! The soak suite's servers: `weir-bench __soak_server [FLAGS]`, one process per scenario run.
+//! The soak suite's servers: `weir-soak __server [FLAGS]`, one process per scenario run.
 //!
-//! ```text
-//! --app hello|echo|serve     hello: hyper HTTP/1 on a weir TcpListener accept loop (a task
-//!                            per connection); echo: bytes back; serve: an axum Router on
-//!                            `weir::serve` with graceful shutdown on SIGTERM
-//! --backend epoll|mio|io_uring   the reactor backend (default epoll)
-//! --flavor mt|ct             multi-thread (2 workers) or current-thread (default mt)
-//! --header-timeout-ms N      hello: hyper's header-read timeout (default 30 000)
-//! --nofile-headroom N        lower RLIMIT_NOFILE's soft limit to the fds open at READY + N
-//! ```
+//! Its flags are [`Config`]'s (`weir-soak __server --help` lists them): the app (`hello`, `echo`
+//! or `serve`), the backend, the flavour, hello's header-read timeout, and a lowered descriptor
+//! limit for the EMFILE fault.
 //!
-//! Protocol (like `__server`): `READY <port>` on stdout once listening; then stdin lines:
-//! `stats` → `STATS <json>`, `trim` → `malloc_trim(0)` then `STATS <json>`, `quit` or end of
-//! input exits. The serve app also prints `SIGNAL` when SIGTERM arrives and `DRAINED` when
+//! Protocol (the line protocol of `weir_harness::child`): `READY <port>` on stdout once
+//! listening; then stdin lines: `stats` → `STATS <json>`, `trim` → `malloc_trim(0)` then
+//! `STATS <json>`, `quit` or end of input exits. The serve app also prints `SIGNAL` when SIGTERM arrives and `DRAINED` when
 //! `weir::serve` returned, and then exits with status 0 on its own.
 //!
 //! Routes (hello): `/block/<ms>` blocks its worker thread for `ms` (a stalled worker), anything
@@ -36,22 +30,36 @@ use hyper::{Request, Response};
 use weir::net::{TcpListener, TcpStream};
 use weir::runtime::{Backend, Builder};
 
-use crate::error::Error;
+use crate::Flavor;
 
 /// What the process serves.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum App {
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum App {
+    /// hyper HTTP/1 on a weir TcpListener accept loop, a task per connection.
     Hello,
+    /// Bytes back.
     Echo,
+    /// An axum Router on `weir::serve` with graceful shutdown on SIGTERM.
     Serve,
 }
 
-#[derive(Clone, Copy, Debug)]
-struct Config {
+/// The command line of `weir-soak __server`.
+#[derive(Clone, Copy, Debug, clap::Args)]
+pub(crate) struct Config {
+    /// What to serve.
+    #[arg(long, value_enum, default_value_t = App::Hello)]
     app: App,
+    /// The reactor backend (epoll, mio, io_uring; strict: never a fallback).
+    #[arg(long, value_parser = parse_backend, default_value = "epoll")]
     backend: Backend,
-    multi_thread: bool,
-    header_timeout: Duration,
+    /// Multi-thread (2 workers) or current-thread.
+    #[arg(long, value_enum, default_value_t = Flavor::Mt)]
+    flavor: Flavor,
+    /// hello: hyper's header-read timeout, in milliseconds.
+    #[arg(long, default_value_t = 30_000)]
+    header_timeout_ms: u64,
+    /// Lower RLIMIT_NOFILE's soft limit to the descriptors open at READY plus this many.
+    #[arg(long)]
     nofile_headroom: Option<u64>,
 }
 
@@ -68,75 +76,27 @@ static PANICS: AtomicU64 = AtomicU64::new(0);
 /// JoinErrors that were not what they should have been (serve).
 static WRONG_JOIN_ERRORS: AtomicU64 = AtomicU64::new(0);
 
-/// Parses a backend name as `--backend` and the soak command line take it.
-pub(super) fn parse_backend(v: &str) -> Option<Backend> {
-    Backend::ALL.into_iter().find(|b| b.name() == v)
-}
-
-fn parse(args: &[String]) -> Result<Config, Error> {
-    let mut cfg = Config {
-        app: App::Hello,
-        backend: Backend::Epoll,
-        multi_thread: true,
-        header_timeout: Duration::from_secs(30),
-        nofile_headroom: None,
-    };
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        let v = it
-            .next()
-            .ok_or_else(|| Error::usage(format!("{flag} needs a value")))?
-            .as_str();
-        let num = || {
-            v.parse::<u64>()
-                .map_err(|_| Error::usage(format!("invalid value for {flag}: {v:?}")))
-        };
-        match flag.as_str() {
-            "--app" => {
-                cfg.app = match v {
-                    "hello" => App::Hello,
-                    "echo" => App::Echo,
-                    "serve" => App::Serve,
-                    _ => {
-                        return Err(Error::usage(format!(
-                            "invalid --app {v:?} (hello|echo|serve)"
-                        )));
-                    }
-                }
-            }
-            "--backend" => {
-                cfg.backend = parse_backend(v)
-                    .ok_or_else(|| Error::usage(format!("invalid --backend {v:?}")))?;
-            }
-            "--flavor" => {
-                cfg.multi_thread = match v {
-                    "mt" => true,
-                    "ct" => false,
-                    _ => return Err(Error::usage(format!("invalid --flavor {v:?} (mt|ct)"))),
-                }
-            }
-            "--header-timeout-ms" => cfg.header_timeout = Duration::from_millis(num()?),
-            "--nofile-headroom" => cfg.nofile_headroom = Some(num()?),
-            _ => return Err(Error::usage(format!("unknown argument {flag:?}"))),
-        }
-    }
-    Ok(cfg)
+/// Parses a backend name as `--backend` and the suite's command line take it.
+pub(crate) fn parse_backend(v: &str) -> Result<Backend, String> {
+    Backend::ALL
+        .into_iter()
+        .find(|b| b.name() == v)
+        .ok_or_else(|| {
+            let names: Vec<&str> = Backend::ALL.iter().map(|b| b.name()).collect();
+            format!("not a backend (one of {})", names.join(", "))
+        })
 }
 
 fn fatal(what: &str, e: impl std::fmt::Display) -> ! {
-    eprintln!("weir-bench __soak_server: {what}: {e}");
+    eprintln!("weir-soak __server: {what}: {e}");
     std::process::exit(1)
 }
 
 /// Child entry point; never returns.
-pub(crate) fn main(args: &[String]) -> ! {
-    let cfg = parse(args).unwrap_or_else(|e| {
-        eprintln!("weir-bench __soak_server: {e}");
-        std::process::exit(e.exit_code())
-    });
-    let _ = crate::helpers::raise_nofile_limit();
+pub(crate) fn main(cfg: Config) -> ! {
+    let _ = weir_harness::limits::raise_nofile_limit();
     install_panic_hook();
-    let mut builder = if cfg.multi_thread {
+    let mut builder = if cfg.flavor == Flavor::Mt {
         let mut b = Builder::new_multi_thread();
         b.workers(2);
         b
@@ -197,7 +157,7 @@ fn install_panic_hook() {
             .map(|mut s| s.insert(msg.clone()))
             .unwrap_or(false);
         if first {
-            eprintln!("weir-bench __soak_server: unexpected panic: {info}");
+            eprintln!("weir-soak __server: unexpected panic: {info}");
         }
     }));
 }
@@ -246,7 +206,7 @@ async fn accept_loop(cfg: Config) -> std::io::Result<()> {
     announce(port, cfg, Box::new(move || l2.accept_attempts()));
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(weir::http::WeirTimer::new())
-        .header_read_timeout(cfg.header_timeout);
+        .header_read_timeout(Duration::from_millis(cfg.header_timeout_ms));
     loop {
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
@@ -501,28 +461,37 @@ fn control(attempts: &AttemptsFn) -> ! {
 
 #[cfg(test)]
 mod tests {
+    use clap::Parser;
+
     use super::*;
 
-    fn args(s: &str) -> Vec<String> {
-        s.split_whitespace().map(String::from).collect()
+    /// The server's flags alone, as `weir-soak __server` takes them.
+    #[derive(Debug, Parser)]
+    struct Server {
+        #[command(flatten)]
+        cfg: Config,
+    }
+
+    fn parse(s: &str) -> Result<Config, clap::Error> {
+        Server::try_parse_from(std::iter::once("server").chain(s.split_whitespace())).map(|s| s.cfg)
     }
 
     #[test]
     fn flags() {
-        let c = parse(&args(
+        let c = parse(
             "--app serve --backend io_uring --flavor ct --header-timeout-ms 1500 --nofile-headroom 40",
-        ))
+        )
         .unwrap();
         assert_eq!(
-            (c.app, c.backend, c.multi_thread),
-            (App::Serve, Backend::IoUring, false)
+            (c.app, c.backend, c.flavor),
+            (App::Serve, Backend::IoUring, Flavor::Ct)
         );
-        assert_eq!(c.header_timeout, Duration::from_millis(1500));
+        assert_eq!(c.header_timeout_ms, 1500);
         assert_eq!(c.nofile_headroom, Some(40));
-        let d = parse(&[]).unwrap();
+        let d = parse("").unwrap();
         assert_eq!(
-            (d.app, d.backend, d.multi_thread),
-            (App::Hello, Backend::Epoll, true)
+            (d.app, d.backend, d.flavor),
+            (App::Hello, Backend::Epoll, Flavor::Mt)
         );
         for bad in [
             "--app ftp",
@@ -531,9 +500,8 @@ mod tests {
             "--nofile-headroom -1",
             "--app",
         ] {
-            let e = parse(&args(bad)).expect_err(bad);
-            assert!(matches!(e, Error::Usage(_)), "{bad}: {e:?}");
-            assert_eq!(e.exit_code(), 2, "{bad}");
+            let e = parse(bad).expect_err(bad);
+            assert_eq!(e.exit_code(), 2, "{bad}: {e}");
         }
     }
 }

@@ -13,7 +13,7 @@ use super::{Cell, Row, Srv};
 const FD_RESERVE: u64 = 800;
 
 pub(super) fn run(cell: &Cell, row: &mut Row) -> io::Result<()> {
-    let limit = crate::helpers::raise_nofile_limit()?;
+    let limit = weir_harness::limits::raise_nofile_limit()?;
     let want = cell.profile.pick(2_000, 19_000);
     let conns = want.min(limit.saturating_sub(FD_RESERVE) as usize);
     if conns < want {

@@ -2,7 +2,8 @@
 //! (`tests/ui/*.rs` with their `.stderr`) and a few shapes that must compile and run
 //! (`tests/ui/pass/*.rs`).
 //!
-//! Regenerate the expected output with `TRYBUILD=overwrite cargo test --test macros_ui`.
+//! Regenerate the expected output with
+//! `TRYBUILD=overwrite cargo test -p weir-compile-tests --test macros_ui`.
 
 #[test]
 fn ui() {

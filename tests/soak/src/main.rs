@@ -1,13 +1,16 @@
-//! `weir-bench soak`: the soak and fault suite. Every scenario runs against a weir server in a
-//! child process (`weir-bench __soak_server`), on each selected backend and runtime flavour,
-//! driven by clients on plain threads in this process; it reports figures and fails on
-//! errors, lost requests, descriptor or thread leaks, or memory growth beyond a stated bound —
-//! never on a timing. See `SOAK.md` for what each scenario checks and its bounds.
+//! `weir-soak`: weir's soak and fault suite. Every scenario runs against a weir server in a
+//! child process (`weir-soak __server`), on each selected backend and runtime flavour, driven by
+//! clients on plain threads in this process; it reports figures and fails on errors, lost
+//! requests, descriptor or thread leaks, or memory growth beyond a stated bound — never on a
+//! timing. See `README.md` beside this crate for what each scenario checks and its bounds.
 //!
 //! ```text
-//! weir-bench soak [--profile short|long] [--backend epoll,io_uring|all] [--flavor mt,ct]
-//!                 [--scenario held,volume,…] [--out DIR]
+//! cargo run --release -p weir-soak -- [--profile short|long] [--backend epoll,io_uring|all]
+//!                                     [--flavor mt,ct] [--scenario held,volume,…] [--out DIR]
 //! ```
+//!
+//! A scenario is a file with one entry point, `fn run(&Cell, &mut Row) -> io::Result<()>`,
+//! named in [`SCENARIOS`].
 
 use std::collections::BTreeMap;
 use std::io;
@@ -15,39 +18,150 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use clap::{Parser, Subcommand, ValueEnum};
 use weir::runtime::{Backend, Builder};
-
-use crate::error::Error;
-use crate::helpers::fmt_num;
-use crate::procstat::ServerProc;
+use weir_harness::child::ServerProc;
+use weir_harness::run::{fmt_num, git_commit, utc_now};
 
 mod backpressure;
 mod client;
 mod faults;
 mod held;
 mod panics;
-pub(crate) mod server;
+mod server;
 mod shutdown;
 mod slowloris;
 mod stalled;
 mod volume;
 
-/// The scenarios, in run order.
-const SCENARIOS: [&str; 8] = [
-    "held",
-    "volume",
-    "slowloris",
-    "faults",
-    "backpressure",
-    "stalled",
-    "shutdown",
-    "panics",
+/// A scenario's entry point: runs it on one cell, filling in the row.
+type Run = fn(&Cell, &mut Row) -> io::Result<()>;
+
+/// The scenarios, in run order: the name `--scenario` takes, and the entry point.
+const SCENARIOS: [(&str, Run); 8] = [
+    ("held", held::run),
+    ("volume", volume::run),
+    ("slowloris", slowloris::run),
+    ("faults", faults::run),
+    ("backpressure", backpressure::run),
+    ("stalled", stalled::run),
+    ("shutdown", shutdown::run),
+    ("panics", panics::run),
 ];
 
-const USAGE: &str = "usage: weir-bench soak [--profile short|long] [--backend NAME,…|all] \
-[--flavor mt,ct] [--scenario NAME,…] [--out DIR]
-backends: epoll mio io_uring (default epoll,io_uring; all = the three)
-scenarios: held volume slowloris faults backpressure stalled shutdown panics (default: all)";
+/// The command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "weir-soak",
+    about = "weir's soak and fault suite: holds load, injects faults, and fails on errors, lost \
+             requests, leaks and memory growth, never on a timing",
+    args_conflicts_with_subcommands = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    child: Option<Child>,
+    #[command(flatten)]
+    opts: Opts,
+}
+
+/// The suite's own child processes.
+#[derive(Debug, Subcommand)]
+enum Child {
+    /// A server under test (started by the suite).
+    #[command(name = "__server", hide = true)]
+    Server(server::Config),
+}
+
+/// What to run.
+#[derive(Debug, clap::Args)]
+struct Opts {
+    /// Sizes: short (CI, about 1.5 min) or long (about 30 min).
+    #[arg(long, value_enum, default_value_t = Profile::Short)]
+    profile: Profile,
+    /// Reactor backends, comma-separated; `all` is epoll, mio and io_uring.
+    #[arg(
+        long = "backend",
+        value_delimiter = ',',
+        default_value = "epoll,io_uring"
+    )]
+    backends: Vec<BackendChoice>,
+    /// Runtime flavours, comma-separated: mt (multi-thread, 2 workers), ct (current-thread).
+    #[arg(
+        long = "flavor",
+        value_enum,
+        value_delimiter = ',',
+        default_value = "mt,ct"
+    )]
+    flavors: Vec<Flavor>,
+    /// Scenarios, comma-separated (default: all, in their order).
+    #[arg(
+        long = "scenario",
+        value_delimiter = ',',
+        value_parser = clap::builder::PossibleValuesParser::new(SCENARIOS.map(|(name, _)| name))
+    )]
+    scenarios: Vec<String>,
+    /// Where soak-report.md and soak-results.json go.
+    #[arg(long, default_value = "target/weir-soak")]
+    out: PathBuf,
+}
+
+/// A `--backend` value.
+#[derive(Clone, Debug)]
+enum BackendChoice {
+    One(Backend),
+    All,
+}
+
+impl std::str::FromStr for BackendChoice {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "all" => Ok(BackendChoice::All),
+            // The runtime's own choice would hide which backend a row ran on.
+            "auto" => Err("auto is not a backend of its own: name one, or all".to_string()),
+            _ => server::parse_backend(s).map(BackendChoice::One),
+        }
+    }
+}
+
+impl Opts {
+    /// The backends to run, in order, each once.
+    fn backends(&self) -> Vec<Backend> {
+        let mut out = Vec::new();
+        for c in &self.backends {
+            let add: &[Backend] = match c {
+                BackendChoice::One(b) => &[*b],
+                BackendChoice::All => &[Backend::Epoll, Backend::Mio, Backend::IoUring],
+            };
+            for b in add {
+                if !out.contains(b) {
+                    out.push(*b);
+                }
+            }
+        }
+        out
+    }
+
+    /// The scenarios to run, in [`SCENARIOS`] order.
+    fn scenarios(&self) -> Vec<(&'static str, Run)> {
+        SCENARIOS
+            .into_iter()
+            .filter(|(name, _)| {
+                self.scenarios.is_empty() || self.scenarios.iter().any(|s| s == name)
+            })
+            .collect()
+    }
+}
+
+/// A runtime flavour.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Flavor {
+    /// Multi-thread, 2 workers.
+    Mt,
+    /// Current-thread.
+    Ct,
+}
 
 /// Descriptors a server may hold after a scenario beyond its baseline (lazily created
 /// runtime descriptors); anything more is a leak.
@@ -65,9 +179,11 @@ const RSS_PER_CONN: u64 = 2048;
 const SETTLE: Duration = Duration::from_secs(15);
 
 /// Short (CI) or long (on demand) sizes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Profile {
+    /// The CI's sizes, about 1.5 min.
     Short,
+    /// About 30 min.
     Long,
 }
 
@@ -100,89 +216,6 @@ impl Cell {
     fn flavor(&self) -> &'static str {
         if self.multi_thread { "mt" } else { "ct" }
     }
-}
-
-#[derive(Debug)]
-struct Opts {
-    profile: Profile,
-    backends: Vec<Backend>,
-    flavors: Vec<bool>,
-    scenarios: Vec<&'static str>,
-    out: PathBuf,
-}
-
-fn parse(args: &[String]) -> Result<Opts, Error> {
-    let mut o = Opts {
-        profile: Profile::Short,
-        backends: vec![Backend::Epoll, Backend::IoUring],
-        flavors: vec![true, false],
-        scenarios: SCENARIOS.to_vec(),
-        out: PathBuf::from("target/weir-soak"),
-    };
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let mut value = || {
-            it.next()
-                .cloned()
-                .ok_or_else(|| Error::usage(format!("{a} needs a value")))
-        };
-        match a.as_str() {
-            "--profile" => {
-                o.profile = match value()?.as_str() {
-                    "short" => Profile::Short,
-                    "long" => Profile::Long,
-                    v => {
-                        return Err(Error::usage(format!(
-                            "invalid --profile {v:?} (short|long)"
-                        )));
-                    }
-                }
-            }
-            "--backend" => {
-                let v = value()?;
-                o.backends = if v == "all" {
-                    vec![Backend::Epoll, Backend::Mio, Backend::IoUring]
-                } else {
-                    v.split(',')
-                        .map(|b| match server::parse_backend(b) {
-                            Some(Backend::Auto) | None => Err(Error::usage(format!(
-                                "invalid backend {b:?} (epoll|mio|io_uring|all)"
-                            ))),
-                            Some(b) => Ok(b),
-                        })
-                        .collect::<Result<_, _>>()?
-                };
-            }
-            "--flavor" => {
-                o.flavors = value()?
-                    .split(',')
-                    .map(|f| match f {
-                        "mt" => Ok(true),
-                        "ct" => Ok(false),
-                        _ => Err(Error::usage(format!("invalid flavor {f:?} (mt|ct)"))),
-                    })
-                    .collect::<Result<_, _>>()?;
-            }
-            "--scenario" => {
-                o.scenarios = value()?
-                    .split(',')
-                    .map(|s| {
-                        SCENARIOS
-                            .iter()
-                            .copied()
-                            .find(|x| *x == s)
-                            .ok_or_else(|| Error::usage(format!("unknown scenario {s:?}")))
-                    })
-                    .collect::<Result<_, _>>()?;
-                o.scenarios
-                    .sort_by_key(|s| SCENARIOS.iter().position(|x| x == s));
-            }
-            "--out" => o.out = PathBuf::from(value()?),
-            "-h" | "--help" => return Err(Error::Help),
-            s => return Err(Error::usage(format!("unknown argument {s:?}"))),
-        }
-    }
-    Ok(o)
 }
 
 /// A server's state at one moment: /proc and its own counters.
@@ -227,7 +260,7 @@ impl Srv {
         .chain(extra)
         .map(|s| s.to_string())
         .collect();
-        let proc = ServerProc::spawn_mode("__soak_server", &[], &args)?;
+        let proc = ServerProc::spawn("__server", &[], &args)?;
         let addr = SocketAddr::from(([127, 0, 0, 1], proc.port));
         Ok(Srv { proc, addr })
     }
@@ -419,11 +452,20 @@ fn fmt_bytes(b: u64) -> String {
     format!("{} MiB", fmt_num(b as f64 / (1 << 20) as f64))
 }
 
+/// Why a cell's scenarios cannot run.
+#[derive(Debug)]
+enum Refused {
+    /// io_uring refused by the kernel or not built: its scenarios are skipped.
+    Unavailable(String),
+    /// A backend that must work did not: its scenarios fail.
+    Failed(String),
+}
+
 /// Whether a runtime of `backend` and the flavour can be built here. io_uring may be refused
 /// by the kernel (`io_uring_disabled`, seccomp, an old kernel) or not be built yet: that is
-/// [`Error::Unavailable`], and its scenarios are skipped. The other backends must work: a
-/// failure there is [`Error::Run`], and their scenarios fail.
-fn probe(backend: Backend, multi_thread: bool) -> Result<(), Error> {
+/// [`Refused::Unavailable`], and its scenarios are skipped. The other backends must work: a
+/// failure there is [`Refused::Failed`], and their scenarios fail.
+fn probe(backend: Backend, multi_thread: bool) -> Result<(), Refused> {
     let mut b = if multi_thread {
         let mut b = Builder::new_multi_thread();
         b.workers(2);
@@ -438,8 +480,8 @@ fn probe(backend: Backend, multi_thread: bool) -> Result<(), Error> {
             Ok(())
         }
         Err(e) => {
-            let what = format!(
-                "cannot build a {} runtime on {} here",
+            let why = format!(
+                "cannot build a {} runtime on {} here: {e}",
                 if multi_thread {
                     "multi-thread"
                 } else {
@@ -448,65 +490,50 @@ fn probe(backend: Backend, multi_thread: bool) -> Result<(), Error> {
                 backend.name()
             );
             Err(if backend == Backend::IoUring {
-                Error::unavailable(format!("{what}: {e}"))
+                Refused::Unavailable(why)
             } else {
-                Error::run_because(what, e)
+                Refused::Failed(why)
             })
         }
     }
 }
 
-fn run_one(name: &'static str, cell: &Cell, row: &mut Row) -> io::Result<()> {
-    match name {
-        "held" => held::run(cell, row),
-        "volume" => volume::run(cell, row),
-        "slowloris" => slowloris::run(cell, row),
-        "faults" => faults::run(cell, row),
-        "backpressure" => backpressure::run(cell, row),
-        "stalled" => stalled::run(cell, row),
-        "shutdown" => shutdown::run(cell, row),
-        "panics" => panics::run(cell, row),
-        _ => unreachable!("parse() accepts only known scenarios"),
+fn main() {
+    let cli = Cli::parse();
+    match cli.child {
+        Some(Child::Server(cfg)) => server::main(cfg),
+        None => run_suite(&cli.opts),
     }
 }
 
-pub(crate) fn main(args: &[String]) -> ! {
-    let opts = match parse(args) {
-        Ok(o) => o,
-        Err(Error::Help) => {
-            println!("{USAGE}");
-            std::process::exit(0)
-        }
-        Err(e) => {
-            eprintln!("weir-bench soak: {e}\n{USAGE}");
-            std::process::exit(e.exit_code())
-        }
-    };
-    let limit = crate::helpers::raise_nofile_limit().unwrap_or(0);
+fn run_suite(opts: &Opts) -> ! {
+    let limit = weir_harness::limits::raise_nofile_limit().unwrap_or(0);
     let started = Instant::now();
+    let backends = opts.backends();
+    let scenarios = opts.scenarios();
+    let flavors: Vec<&str> = opts.flavors.iter().map(|&f| flavor_name(f)).collect();
     eprintln!(
-        "weir-bench soak: profile {}, backends {}, flavours {}, RLIMIT_NOFILE {limit}",
+        "weir-soak: profile {}, backends {}, flavours {}, RLIMIT_NOFILE {limit}",
         opts.profile.name(),
-        opts.backends
+        backends
             .iter()
             .map(|b| b.name())
             .collect::<Vec<_>>()
             .join(","),
-        opts.flavors
-            .iter()
-            .map(|&m| if m { "mt" } else { "ct" })
-            .collect::<Vec<_>>()
-            .join(",")
+        flavors.join(",")
     );
     let mut rows = Vec::new();
-    for &backend in &opts.backends {
-        for &multi_thread in &opts.flavors {
+    for &backend in &backends {
+        for &flavor in &opts.flavors {
+            let multi_thread = flavor == Flavor::Mt;
             let available = probe(backend, multi_thread);
             match &available {
-                Err(why @ Error::Unavailable(_)) => {
-                    eprintln!("weir-bench soak: {why}; skipping its scenarios")
+                Err(Refused::Unavailable(why)) => {
+                    eprintln!("weir-soak: {why}; skipping its scenarios")
                 }
-                Err(why) => eprintln!("weir-bench soak: {why}; FAILING its scenarios"),
+                Err(Refused::Failed(why)) => {
+                    eprintln!("weir-soak: {why}; FAILING its scenarios")
+                }
                 Ok(()) => {}
             }
             let cell = Cell {
@@ -514,15 +541,15 @@ pub(crate) fn main(args: &[String]) -> ! {
                 multi_thread,
                 profile: opts.profile,
             };
-            for &name in &opts.scenarios {
+            for &(name, run) in &scenarios {
                 let mut row = Row::new(name, cell);
                 let t = Instant::now();
                 match &available {
-                    Err(why @ Error::Unavailable(_)) => row.status = Status::Skip(why.to_string()),
-                    Err(why) => row.fail(why.to_string()),
+                    Err(Refused::Unavailable(why)) => row.status = Status::Skip(why.clone()),
+                    Err(Refused::Failed(why)) => row.fail(why.clone()),
                     Ok(()) => {
                         eprint!("  {name:<13} {:<9} {} ", backend.name(), cell.flavor());
-                        if let Err(e) = run_one(name, &cell, &mut row) {
+                        if let Err(e) = run(&cell, &mut row) {
                             row.fail(format!("scenario error: {e}"));
                         }
                     }
@@ -543,11 +570,9 @@ pub(crate) fn main(args: &[String]) -> ! {
         }
     }
     let wall = started.elapsed();
-    if let Err(e) = write_results(&opts, &rows, args, wall) {
-        eprintln!(
-            "weir-bench soak: writing results to {}: {e}",
-            opts.out.display()
-        );
+    let args: Vec<String> = std::env::args().collect();
+    if let Err(e) = write_results(opts, &rows, &args, wall) {
+        eprintln!("weir-soak: writing results to {}: {e}", opts.out.display());
         std::process::exit(1);
     }
     let failed = rows.iter().filter(|r| r.status == Status::Fail).count();
@@ -556,12 +581,19 @@ pub(crate) fn main(args: &[String]) -> ! {
         .filter(|r| matches!(r.status, Status::Skip(_)))
         .count();
     eprintln!(
-        "weir-bench soak: {} passed, {failed} failed, {skipped} skipped in {:.0?}; report in {}",
+        "weir-soak: {} passed, {failed} failed, {skipped} skipped in {:.0?}; report in {}",
         rows.len() - failed - skipped,
         wall,
         opts.out.join("soak-report.md").display()
     );
     std::process::exit(if failed == 0 { 0 } else { 1 })
+}
+
+fn flavor_name(f: Flavor) -> &'static str {
+    match f {
+        Flavor::Mt => "mt",
+        Flavor::Ct => "ct",
+    }
 }
 
 fn snap_json(s: &Option<Snap>) -> serde_json::Value {
@@ -578,13 +610,13 @@ fn write_results(opts: &Opts, rows: &[Row], args: &[String], wall: Duration) -> 
     std::fs::create_dir_all(&opts.out)?;
     let json = serde_json::json!({
         "meta": {
-            "date": crate::helpers::utc_now(),
-            "git_commit": crate::helpers::git_commit(),
+            "date": utc_now(),
+            "git_commit": git_commit(),
             "kernel": std::fs::read_to_string("/proc/sys/kernel/osrelease")
                 .map(|s| s.trim().to_string()).unwrap_or_default(),
             "cores": std::thread::available_parallelism().map_or(1, |n| n.get()),
             "profile": opts.profile.name(),
-            "args": std::iter::once("weir-bench soak".to_string()).chain(args.iter().cloned()).collect::<Vec<_>>(),
+            "args": args,
             "wall_secs": wall.as_secs_f64(),
         },
         "rows": rows.iter().map(|r| serde_json::json!({
@@ -626,8 +658,8 @@ fn render(opts: &Opts, rows: &[Row], wall: Duration) -> String {
     let mut s = format!(
         "# weir soak suite — {} profile\n\n{} · commit `{}` · {:.0} s\n\n",
         opts.profile.name(),
-        crate::helpers::utc_now(),
-        crate::helpers::git_commit(),
+        utc_now(),
+        git_commit(),
         wall.as_secs_f64()
     );
     s.push_str(
@@ -696,39 +728,50 @@ fn render(opts: &Opts, rows: &[Row], wall: Duration) -> String {
 
 #[cfg(test)]
 mod tests {
+    use clap::CommandFactory;
+
     use super::*;
 
+    fn parse(line: &str) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("weir-soak").chain(line.split_whitespace()))
+    }
+
     #[test]
-    fn args() {
-        let o = parse(&[]).unwrap();
+    fn command_line() {
+        Cli::command().debug_assert();
+        let o = parse("").unwrap().opts;
         assert_eq!(o.profile, Profile::Short);
-        assert_eq!(o.backends, [Backend::Epoll, Backend::IoUring]);
-        assert_eq!(o.scenarios.len(), SCENARIOS.len());
-        let a: Vec<String> = "--profile long --backend all --flavor ct --scenario panics,held"
-            .split(' ')
-            .map(String::from)
-            .collect();
-        let o = parse(&a).unwrap();
+        assert_eq!(o.backends(), [Backend::Epoll, Backend::IoUring]);
+        assert_eq!(o.flavors, [Flavor::Mt, Flavor::Ct]);
+        assert_eq!(o.scenarios().len(), SCENARIOS.len());
+        let o = parse("--profile long --backend all --flavor ct --scenario panics,held")
+            .unwrap()
+            .opts;
         assert_eq!(o.profile, Profile::Long);
-        assert_eq!(o.backends.len(), 3);
-        assert_eq!(o.flavors, [false]);
-        assert_eq!(o.scenarios, ["held", "panics"]);
+        assert_eq!(
+            o.backends(),
+            [Backend::Epoll, Backend::Mio, Backend::IoUring]
+        );
+        assert_eq!(o.flavors, [Flavor::Ct]);
+        let names: Vec<&str> = o.scenarios().iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, ["held", "panics"], "in the suite's order");
         for bad in [
             "--backend auto",
             "--flavor x",
             "--scenario nope",
             "--profile mid",
+            "--out",
         ] {
-            let a: Vec<String> = bad.split(' ').map(String::from).collect();
-            assert!(matches!(parse(&a), Err(Error::Usage(_))), "{bad}");
+            let e = parse(bad).expect_err(bad);
+            assert_eq!(e.exit_code(), 2, "{bad}: {e}");
         }
-        let help = parse(&["--profile".into(), "long".into(), "-h".into()]).unwrap_err();
-        assert!(matches!(help, Error::Help));
+        let help = parse("--profile long -h").unwrap_err();
+        assert_eq!(help.kind(), clap::error::ErrorKind::DisplayHelp);
         assert_eq!(help.exit_code(), 0);
-        assert_eq!(
-            parse(&["--out".into()]).unwrap_err().to_string(),
-            "--out needs a value"
-        );
+        assert!(matches!(
+            parse("__server --app echo").unwrap().child,
+            Some(Child::Server(_))
+        ));
     }
 
     /// The current-thread epoll runtime builds anywhere weir runs; whatever io_uring does
@@ -737,7 +780,7 @@ mod tests {
     fn probe_sorts_skips_from_failures() {
         probe(Backend::Epoll, false).unwrap();
         match probe(Backend::IoUring, false) {
-            Ok(()) | Err(Error::Unavailable(_)) => {}
+            Ok(()) | Err(Refused::Unavailable(_)) => {}
             Err(e) => panic!("io_uring's probe failed instead of skipping: {e:?}"),
         }
     }

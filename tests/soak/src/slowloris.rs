@@ -9,9 +9,8 @@ use std::time::{Duration, Instant};
 
 use super::client::{Load, LoadConfig, LoadResult};
 use super::{Cell, Row, Srv};
-use crate::helpers::{quantile_at, sorted};
 
-/// The factor SOAK.md states for the p99 of normal clients during the attack, reported.
+/// The factor README.md states for the p99 of normal clients during the attack, reported.
 const P99_FACTOR: f64 = 3.0;
 
 pub(super) fn run(cell: &Cell, row: &mut Row) -> io::Result<()> {
@@ -38,23 +37,28 @@ pub(super) fn run(cell: &Cell, row: &mut Row) -> io::Result<()> {
         std::thread::sleep(phase);
         load.stop()
     };
-    let mut quiet = normal(&srv);
+    let quiet = normal(&srv);
     // The slow clients, on one thread, for as long as any of them is open (with a liveness
     // deadline far beyond the header timeout).
     let deadline = Duration::from_millis(timeout_ms * 4) + Duration::from_secs(20);
     let addr = srv.addr;
     let attack = std::thread::spawn(move || slow_clients(addr, slow, deadline));
     std::thread::sleep(Duration::from_millis(500));
-    let mut loud = normal(&srv);
+    let loud = normal(&srv);
     let peak = srv.snap(false)?;
     let out = attack
         .join()
         .map_err(|_| io::Error::other("slow client thread panicked"))??;
     row.count_load("normal clients before the attack", &quiet);
     row.count_load("normal clients during the attack", &loud);
-    let p99 =
-        |r: &mut LoadResult| sorted(&r.latency_us).map_or(f64::NAN, |s| quantile_at(&s, 0.99));
-    let (p_quiet, p_loud) = (p99(&mut quiet), p99(&mut loud));
+    let p99 = |r: &LoadResult| {
+        if r.latency_us.is_empty() {
+            f64::NAN
+        } else {
+            r.latency_us.value_at_quantile(0.99) as f64
+        }
+    };
+    let (p_quiet, p_loud) = (p99(&quiet), p99(&loud));
     row.fig("p99_us_before", p_quiet);
     row.fig("p99_us_during", p_loud);
     row.fig("p99_factor", p_loud / p_quiet);
