@@ -1,9 +1,10 @@
 //! Server child processes: `weir-bench __server [FLAGS]`.
 //!
 //! ```text
-//! --kind echo|http|bare-http|axum   what to serve (default echo); bare-http: HTTP answers
+//! --kind echo|http|bare-http|axum|hello   what to serve (default echo); bare-http: HTTP answers
 //!                                   without hyper, a task per connection (weir, tokio);
-//!                                   axum: an axum Router on weir::serve / axum::serve
+//!                                   axum: an axum Router on weir::serve / axum::serve;
+//!                                   hello: examples/hello-http's service on weir::serve (weir)
 //! --rt weir|tokio|raw-epoll|raw-uring|busy-loop   who serves it (default weir)
 //! --flavor mt|ct                    weir/tokio: multi-thread or current-thread (default mt)
 //! --workers N                       weir/tokio mt: worker threads (default: allowed CPUs)
@@ -60,6 +61,9 @@ enum Kind {
     /// An axum `Router` answering `GET /`, served by `weir::serve` (weir) or `axum::serve`
     /// (tokio).
     Axum,
+    /// `examples/hello-http`'s service: a `tower::service_fn` answering every request with
+    /// `Hello, World!`, served by `weir::serve` (weir only).
+    Hello,
 }
 
 /// Who serves.
@@ -152,7 +156,7 @@ pub(crate) fn main(args: &[String]) -> ! {
     }
 }
 
-const USAGE: &str = "usage: weir-bench __server [--kind echo|http|bare-http|axum] \
+const USAGE: &str = "usage: weir-bench __server [--kind echo|http|bare-http|axum|hello] \
 [--rt weir|tokio|raw-epoll|raw-uring|busy-loop] [--flavor mt|ct] [--workers N] [--addr IP:PORT] [--cpu N] \
 [--min-wait-us N | --min-wait-adaptive-us N] [--busy-poll-us N] [--kernel-busy-poll U,B,P] \
 [--sharded] [--pin] [--uring-recv] [--uring-accept] [--backend epoll|mio|io_uring|auto]";
@@ -285,9 +289,10 @@ fn parse(args: &[String]) -> Result<Config, Error> {
                     "http" => Kind::Http,
                     "bare-http" => Kind::BareHttp,
                     "axum" => Kind::Axum,
+                    "hello" => Kind::Hello,
                     _ => {
                         return Err(Error::usage(format!(
-                            "invalid value for --kind: {v:?} (echo|http|bare-http|axum)"
+                            "invalid value for --kind: {v:?} (echo|http|bare-http|axum|hello)"
                         )));
                     }
                 }
@@ -404,6 +409,11 @@ fn parse(args: &[String]) -> Result<Config, Error> {
             "{flag} applies to --rt weir only, not {rt_name}"
         )));
     }
+    if kind == Kind::Hello && rt != Rt::Weir {
+        return Err(Error::usage(format!(
+            "--kind hello is weir::serve's, --rt weir only, not {rt_name}"
+        )));
+    }
     let runtime = matches!(rt, Rt::Weir | Rt::Tokio);
     if !runtime {
         if kind == Kind::Http && rt == Rt::BusyLoop {
@@ -411,7 +421,7 @@ fn parse(args: &[String]) -> Result<Config, Error> {
                 "--kind http needs --rt weir, tokio, raw-epoll or raw-uring, not {rt_name}"
             )));
         }
-        if matches!(kind, Kind::BareHttp | Kind::Axum) {
+        if matches!(kind, Kind::BareHttp | Kind::Axum | Kind::Hello) {
             return Err(Error::usage(format!(
                 "--kind bare-http and axum need --rt weir or tokio, not {rt_name}"
             )));
@@ -666,7 +676,7 @@ mod tests {
         ));
         assert_eq!(
             parse(&args("--kind ftp")).unwrap_err().to_string(),
-            "invalid value for --kind: \"ftp\" (echo|http|bare-http|axum)"
+            "invalid value for --kind: \"ftp\" (echo|http|bare-http|axum|hello)"
         );
     }
 }
