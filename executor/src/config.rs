@@ -3,6 +3,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::compat::CompatHandle;
+use crate::recorder::Timing;
 
 /// Executor settings every worker reads (validated by the builder).
 #[derive(Clone, Debug)]
@@ -21,6 +22,8 @@ pub(crate) struct Config {
     pub(crate) name: Option<String>,
     /// The user's thread callbacks.
     pub(crate) hooks: Hooks,
+    /// What the workers time (polls, scheduling delays) and the stall threshold.
+    pub(crate) timing: Timing,
     /// How the reactor a `block_on` caller waits in is built (multi-thread runtimes; `None`:
     /// callers wait on a parker).
     pub(crate) block_on_reactor: Option<weir_reactor::DriverConfig>,

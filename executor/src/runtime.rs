@@ -13,6 +13,7 @@ use crate::compat::CompatRuntime;
 use crate::context::{self, EnterGuard};
 use crate::handle::Handle;
 use crate::metrics::RuntimeMetrics;
+use crate::metrics::monitor::Monitor;
 use crate::shared::{Core, Shared};
 use crate::task_core::JoinHandle;
 use crate::worker;
@@ -42,6 +43,8 @@ pub struct Runtime {
     threads: Vec<thread::JoinHandle<()>>,
     /// The tokio compat runtime (feature `tokio-compat`), shut down after weir's tasks.
     compat: CompatRuntime,
+    /// The stall and dump-signal monitor, if either is on.
+    monitor: Option<Monitor>,
     done: bool,
 }
 
@@ -59,12 +62,14 @@ impl Runtime {
         flavor: Flavor,
         threads: Vec<thread::JoinHandle<()>>,
         compat: CompatRuntime,
+        monitor: Option<Monitor>,
     ) -> Runtime {
         Runtime {
             handle: Handle { shared },
             flavor,
             threads,
             compat,
+            monitor,
             done: false,
         }
     }
@@ -184,6 +189,10 @@ impl Runtime {
         self.done = true;
         let shared = self.handle.shared.clone();
         shared.begin_shutdown();
+        // Nothing to watch from here on: a stall would be shutdown's wait.
+        if let Some(mut monitor) = self.monitor.take() {
+            monitor.stop();
+        }
         let mut cores: Vec<Box<Core>> = Vec::new();
         match self.flavor {
             Flavor::MultiThread => {

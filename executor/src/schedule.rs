@@ -30,6 +30,7 @@ impl Shared {
         F::Output: 'static,
     {
         let id = Id::next();
+        self.spawned.add_shared(1);
         if let Placement::Local(w) = placement {
             self.remotes[w].local_tasks.fetch_add(1, Ordering::Relaxed);
         }
@@ -49,10 +50,27 @@ impl Shared {
             "spawn"
         );
         match self.owned.insert(task.clone()) {
-            Ok(()) => self.schedule(task, Queue::Back),
+            Ok(()) => {
+                self.queued(task.header());
+                self.schedule(task, Queue::Back)
+            }
             Err(task) => task.shutdown(),
         }
         JoinHandle::new(join)
+    }
+
+    /// Runs `f` on the blocking pool, as a task of this runtime.
+    pub(crate) fn spawn_blocking<F, R>(
+        self: &Arc<Self>,
+        f: F,
+        location: &'static Location<'static>,
+    ) -> JoinHandle<R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        self.spawned.add_shared(1);
+        self.blocking.spawn(self, f, location)
     }
 
     fn push_inbox(&self, worker: usize, task: Task) {
@@ -81,6 +99,16 @@ impl Shared {
 }
 
 impl Schedule for Arc<Shared> {
+    #[inline]
+    fn queued(&self, header: &Header) {
+        if self.config.timing.polls {
+            // The start of its scheduling delay, which its next poll ends.
+            header
+                .queued_at
+                .store(crate::recorder::ticks::now(), Ordering::Relaxed);
+        }
+    }
+
     fn schedule(&self, task: Task, at: Queue) {
         context::with_worker(|cx| match cx {
             Some(cx) if ptr::eq(&*cx.shared, &**self) => cx.schedule_local(task, at),

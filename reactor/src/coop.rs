@@ -67,6 +67,7 @@ pub fn has_budget_remaining() -> bool {
 pub fn poll_proceed(cx: &mut Context<'_>) -> Poll<RestoreOnPending> {
     CURRENT.with(|c| match c.get() {
         Some(0) => {
+            crate::context::count_forced_yield();
             cx.waker().wake_by_ref();
             Poll::Pending
         }

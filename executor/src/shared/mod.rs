@@ -29,6 +29,7 @@ use crate::config::Config;
 use crate::inject::Inject;
 use crate::loom::Mutex;
 use crate::queue::{self, Local, Steal};
+use crate::recorder::WorkerMetrics;
 use crate::task_core::{OwnedTasks, Task};
 
 /// Runtime-wide state.
@@ -40,6 +41,8 @@ pub(crate) struct Shared {
     pub(crate) config: Config,
     pub(crate) blocking: Arc<blocking::Pool>,
     pub(crate) id: Id,
+    /// Tasks spawned so far, blocking closures included (any thread).
+    pub(crate) spawned: Counter,
     /// Threads running a worker loop (shutdown waits for them).
     pub(crate) alive: Alive,
     shutdown: AtomicBool,
@@ -81,21 +84,6 @@ pub(crate) struct Remote {
     /// `true` while the worker's thread blocks in `block_in_place` without handing the worker
     /// over: its reactor is not turned, so threads that pick a reactor avoid it.
     pub(crate) stalled: AtomicBool,
-}
-
-/// Executor counters of one worker (written by that worker only; read by `metrics.rs`).
-#[derive(Debug, Default)]
-pub(crate) struct WorkerMetrics {
-    pub(crate) polls: Counter,
-    pub(crate) steals: Counter,
-    pub(crate) stolen_tasks: Counter,
-    pub(crate) spins_found: Counter,
-    pub(crate) spins_gave_up: Counter,
-    pub(crate) parks: Counter,
-    pub(crate) overflows: Counter,
-    pub(crate) lifo_polls: Counter,
-    pub(crate) io_steals: Counter,
-    pub(crate) cross_worker_wakes: Counter,
 }
 
 /// Everything a worker owns; moves to the thread that runs it.
@@ -165,7 +153,7 @@ impl Shared {
                 reactor: driver.handle().clone(),
                 inbox: Mutex::new(Vec::new()),
                 inbox_len: AtomicUsize::new(0),
-                metrics: WorkerMetrics::default(),
+                metrics: WorkerMetrics::new(&config.timing),
                 thread: parking_lot::Mutex::new(None),
                 local_tasks: AtomicUsize::new(0),
                 stalled: AtomicBool::new(false),
@@ -193,6 +181,7 @@ impl Shared {
             config,
             blocking,
             id: Id::next(),
+            spawned: Counter::default(),
             alive: Alive::new(if current_thread { 0 } else { n }),
             shutdown: AtomicBool::new(false),
             current_thread,

@@ -49,6 +49,7 @@ mod handoff;
 #[cfg(feature = "tokio-compat")]
 mod nested;
 mod park;
+mod stall;
 mod steal;
 
 use std::cell::{Cell, RefCell};
@@ -62,11 +63,13 @@ use weir_reactor::Driver;
 use weir_reactor::coop;
 
 pub(crate) use handoff::block_in_place;
+pub(crate) use stall::{describe as describe_stalled_task, report_end as report_stall_end};
 
 use crate::context::{self, SetWorker, WorkerCx};
 use crate::queue;
+use crate::recorder::ticks;
 use crate::shared::{Core, Remote, Shared};
-use crate::task_core::{self, Task};
+use crate::task_core::{self, Header, Task};
 
 /// Polls of the LIFO slot in a row before it yields to the queue.
 pub(crate) const MAX_LIFO_POLLS: u32 = 3;
@@ -118,11 +121,13 @@ pub(crate) fn run<F: Future>(
         let _worker = SetWorker::new(&cx);
         let owner = core.driver.enter();
         *remote.thread.lock() = Some(std::thread::current().id());
+        remote.metrics.loop_started();
         let mut worker = Worker {
             cx: &cx,
             shared,
             remote,
             core: Some(core),
+            timing: shared.config.timing.polls,
             #[cfg(feature = "tokio-compat")]
             tokio_budget: shared.config.compat.is_on(),
         };
@@ -131,6 +136,7 @@ pub(crate) fn run<F: Future>(
         let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| worker.run_loop(root)));
         let core = worker.core.take();
         if core.is_some() {
+            remote.metrics.loop_stopped();
             *remote.thread.lock() = None;
             tracing::debug!(target: "weir::worker", worker = index, "worker stopped");
         } else {
@@ -202,6 +208,8 @@ struct Worker<'a> {
     remote: &'a Remote,
     /// `None` only while a task polls (the core is lent to `cx`) or after it was handed over.
     core: Option<Box<Core>>,
+    /// Polls are timed (`Timing::polls`).
+    timing: bool,
     /// The runtime has a tokio compat runtime: every poll gets a full tokio budget too.
     #[cfg(feature = "tokio-compat")]
     tokio_budget: bool,
@@ -264,7 +272,11 @@ impl Worker<'_> {
             if self.tokio_budget {
                 crate::compat::fresh_tokio_budget();
             }
-            if let Poll::Ready(v) = coop::budget(|| r.fut.as_mut().poll(&mut cx)) {
+            self.remote.metrics.polls.add_owner(1);
+            let marker = self.poll_begins(None);
+            let poll = coop::budget(|| r.fut.as_mut().poll(&mut cx));
+            self.poll_ended(marker);
+            if let Poll::Ready(v) = poll {
                 return Step::Done(v);
             }
         }
@@ -296,9 +308,12 @@ impl Worker<'_> {
         }
         self.remote.metrics.polls.add_owner(1);
         let index = self.core().index as u32;
-        task.header()
+        // One virtual call for the header, shared by the cross-wake count and the metrics.
+        let header = task.header();
+        header
             .last_worker
             .store(index, std::sync::atomic::Ordering::Relaxed);
+        let marker = self.poll_begins(Some(header));
         // While the task polls, the core is lent to the thread's worker context, where
         // `block_in_place` may hand it to another thread.
         self.cx.lent.set(self.core.take());
@@ -309,9 +324,56 @@ impl Worker<'_> {
         task.run();
         self.core = self.cx.lent.take();
         if self.core.is_some() {
+            self.poll_ended(marker);
             Ran::Here
         } else {
             Ran::HandedOver
+        }
+    }
+
+    /// A poll begins: its task's (`None`: a `block_on` future) scheduling delay and poll
+    /// count, and the poll published for the stall monitor. Returns the poll's marker: its
+    /// start in ticks when polls are timed, else the worker's poll count (never 0).
+    #[inline]
+    fn poll_begins(&self, task: Option<&Header>) -> u64 {
+        let m = &self.remote.metrics;
+        let marker = if self.timing {
+            ticks::now()
+        } else {
+            m.polls.get()
+        };
+        match task {
+            Some(h) => {
+                if self.timing {
+                    let queued = h.queued_at.load(Ordering::Relaxed);
+                    if queued != 0 {
+                        m.schedule_delay.record(ticks::ns_between(queued, marker));
+                    }
+                    h.last_polled_at.store(marker, Ordering::Relaxed);
+                }
+                // Only the holder of `RUNNING` writes it.
+                h.polls
+                    .store(h.polls.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+                m.current.begin(marker, h.id.as_u64());
+            }
+            None => m.current.begin(marker, 0),
+        }
+        marker
+    }
+
+    /// The poll that [`poll_begins`](Self::poll_begins) returned `marker` for ended here:
+    /// its duration, and the end of a stall if it was one.
+    #[inline]
+    fn poll_ended(&self, marker: u64) {
+        let m = &self.remote.metrics;
+        m.current.end();
+        if self.timing {
+            let ns = ticks::ns_between(marker, ticks::now());
+            m.poll_time.record(ns);
+            m.longest_poll(ns);
+            if ns >= m.stall_ns {
+                stall::ended(self.shared, self.cx.index, marker, ns);
+            }
         }
     }
 
