@@ -46,6 +46,15 @@ pub(crate) struct Monitor {
     signal: Option<signal_hook_registry::SigId>,
 }
 
+/// The `runtime` field of reports: the runtime's name, else its id.
+pub(crate) fn runtime_label(shared: &Shared) -> String {
+    shared
+        .config
+        .name
+        .clone()
+        .unwrap_or_else(|| shared.id.to_string())
+}
+
 /// `true` for the signals a dump handler may not take.
 pub(crate) fn forbidden_signal(sig: i32) -> bool {
     sig <= 0
@@ -85,6 +94,7 @@ impl Monitor {
             backtrace::install();
         }
         let watcher = Watcher {
+            runtime: runtime_label(shared),
             shared: shared.clone(),
             stop: stop.clone(),
             dump_requested,
@@ -146,6 +156,8 @@ struct Seen {
 
 struct Watcher {
     shared: Arc<Shared>,
+    /// The runtime's name, else its id: the `runtime` field of reports.
+    runtime: String,
     stop: Arc<AtomicBool>,
     dump_requested: Arc<AtomicBool>,
     backtraces: bool,
@@ -163,7 +175,12 @@ impl Watcher {
             }
             if self.dump_requested.swap(false, Ordering::Relaxed) {
                 let dump = dump::take(&self.shared);
-                tracing::info!(target: "weir::dump", tasks = dump.tasks.len(), "{dump}");
+                tracing::info!(
+                    target: "weir::dump",
+                    runtime = %self.runtime,
+                    tasks = dump.tasks.len(),
+                    "{dump}"
+                );
             }
         }
     }
@@ -183,7 +200,14 @@ impl Watcher {
                 m.stalls
                     .record(u64::try_from(total.as_nanos()).unwrap_or(u64::MAX));
                 let label = m.stall_note.lock().take().and_then(|n| n.task);
-                crate::worker::report_stall_end(worker, seen.task, label.as_ref(), total, true);
+                crate::worker::report_stall_end(
+                    &self.shared,
+                    worker,
+                    seen.task,
+                    label.as_ref(),
+                    total,
+                    true,
+                );
             }
             *seen = match current {
                 Some(p) => Seen {
@@ -216,26 +240,38 @@ impl Watcher {
             marker: p.marker,
             task: label.clone(),
         });
-        let trace = if self.backtraces {
-            match backtrace::capture(m.pthread.load(Ordering::Relaxed)) {
+        let message = "stall: a task has not yielded its worker for the stall threshold: it \
+             blocks, or computes without reaching an .await that returns Pending, and every \
+             task queued on this worker waits";
+        if self.backtraces {
+            let trace = match backtrace::capture(m.pthread.load(Ordering::Relaxed)) {
                 Ok(addrs) => backtrace::format(&addrs),
-                Err(why) => format!(" unavailable: {why}"),
-            }
+                Err(why) => format!("unavailable: {why}"),
+            };
+            tracing::warn!(
+                target: "weir::stall",
+                runtime = %self.runtime,
+                worker,
+                task_id = p.task.unwrap_or(0),
+                task_name,
+                spawned_at = %spawned_at,
+                elapsed = ?elapsed,
+                threshold = ?threshold,
+                backtrace = %trace,
+                "{message}"
+            );
         } else {
-            String::new()
-        };
-        tracing::warn!(
-            target: "weir::stall",
-            worker,
-            task_id = p.task.unwrap_or(0),
-            task_name,
-            spawned_at = %spawned_at,
-            elapsed = ?elapsed,
-            threshold = ?threshold,
-            backtrace = %trace,
-            "stall: a task has held worker {worker} for {elapsed:?} without yielding (it blocks \
-             or computes without reaching an .await that returns Pending); every task queued \
-             on this worker waits"
-        );
+            tracing::warn!(
+                target: "weir::stall",
+                runtime = %self.runtime,
+                worker,
+                task_id = p.task.unwrap_or(0),
+                task_name,
+                spawned_at = %spawned_at,
+                elapsed = ?elapsed,
+                threshold = ?threshold,
+                "{message}"
+            );
+        }
     }
 }

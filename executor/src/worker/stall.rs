@@ -34,11 +34,19 @@ pub(super) fn ended(shared: &Arc<Shared>, index: usize, marker: u64, ns: u64) {
     let label = note
         .and_then(|n| n.task)
         .or_else(|| task.and_then(|id| shared.owned.label(id)));
-    report_end(index, task, label.as_ref(), Duration::from_nanos(ns), seen);
+    report_end(
+        shared,
+        index,
+        task,
+        label.as_ref(),
+        Duration::from_nanos(ns),
+        seen,
+    );
 }
 
 /// The report of a stall's end (also the monitor's, when polls are not timed).
 pub(crate) fn report_end(
+    shared: &Shared,
     worker: usize,
     task: Option<u64>,
     label: Option<&TaskLabel>,
@@ -46,15 +54,21 @@ pub(crate) fn report_end(
     seen_in_progress: bool,
 ) {
     let (task_name, spawned_at) = describe(task, label);
+    let runtime = shared
+        .config
+        .name
+        .clone()
+        .unwrap_or_else(|| shared.id.to_string());
     tracing::warn!(
         target: "weir::stall",
+        runtime = %runtime,
         worker,
         task_id = task.unwrap_or(0),
         task_name,
         spawned_at = %spawned_at,
         total = ?total,
         seen_in_progress,
-        "stall ended: a poll held worker {worker} for {total:?} in all"
+        "stall ended: the poll held its worker for {total:?} in all"
     );
 }
 
