@@ -265,9 +265,11 @@
 /// Building and running a runtime; metrics.
 pub mod runtime {
     pub use weir_executor::{
-        ACCEPT_MULTISHOT_ENV, BACKEND_ENV, Builder, EnterGuard, Handle, MAX_BUSY_POLL,
-        MAX_MIN_WAIT, MAX_TIMER_SPIN, MAX_WORKERS, MIN_STACK_SIZE, MIN_WAIT_ENV, PollsWaited,
-        RECV_MULTISHOT_ENV, Runtime, RuntimeId as Id, RuntimeMetrics, TryCurrentError, WorkerStats,
+        ACCEPT_MULTISHOT_ENV, BACKEND_ENV, Builder, DEFAULT_STALL_THRESHOLD, DurationHistogram,
+        EnterGuard, Handle, HistogramConfig, MAX_BUSY_POLL, MAX_HISTOGRAM_BUCKETS, MAX_MIN_WAIT,
+        MAX_TIMER_SPIN, MAX_WORKERS, MIN_STACK_SIZE, MIN_WAIT_ENV, PollsWaited, RECV_MULTISHOT_ENV,
+        Runtime, RuntimeId as Id, RuntimeInterval, RuntimeIntervals, RuntimeMetrics, TaskDump,
+        TaskInfo, TaskState, TryCurrentError, WorkerStats,
     };
     pub use weir_reactor::metrics::EVENT_BUCKETS;
     pub use weir_reactor::os::linux::KernelBusyPoll;
@@ -345,6 +347,9 @@ pub mod signal;
 
 #[cfg(feature = "hyper")]
 pub mod http;
+
+#[cfg(feature = "prometheus")]
+pub mod prometheus;
 
 #[cfg(feature = "axum")]
 pub mod serve;

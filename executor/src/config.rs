@@ -2,6 +2,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::recorder::Timing;
 use crate::tokio_runtimes::TokioHandles;
 
 /// Executor settings every worker reads (validated by the builder).
@@ -22,6 +23,8 @@ pub(crate) struct Config {
     pub(crate) name: Option<String>,
     /// The user's thread callbacks.
     pub(crate) hooks: Hooks,
+    /// What the workers time (polls, scheduling delays) and the stall threshold.
+    pub(crate) timing: Timing,
     /// How the reactor a `block_on` caller waits in is built (multi-thread runtimes; `None`:
     /// callers wait on a parker).
     pub(crate) block_on_reactor: Option<weir_reactor::DriverConfig>,

@@ -12,7 +12,7 @@ use weir_reactor::os::linux::{KernelBusyPoll, ReactorHandleExt};
 use crate::block_on;
 use crate::blocking;
 use crate::context::{self, EnterGuard};
-use crate::metrics::RuntimeMetrics;
+use crate::metrics::{RuntimeMetrics, TaskDump};
 use crate::placement;
 use crate::shared::{Id, Shared};
 use crate::task_core::{JoinHandle, Placement};
@@ -105,7 +105,7 @@ impl Handle {
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
-        self.shared.blocking.spawn(&self.shared, f, location)
+        self.shared.spawn_blocking(f, location)
     }
 
     /// Spawns a task pinned to worker `worker`: it is queued on that worker, runs only there
@@ -223,6 +223,37 @@ impl Handle {
         RuntimeMetrics {
             shared: self.shared.clone(),
         }
+    }
+
+    /// Every live task of the runtime: its id, name, spawn location, state (idle, scheduled,
+    /// running on worker N, blocking in `block_in_place`), polls, the time since its last poll
+    /// and its age. Its `Display` is one line per task.
+    ///
+    /// Safe to call from anywhere, often: the task list is read one shard at a time, a few
+    /// words per task under the shard's lock, so no worker waits more than one shard's copy
+    /// (about 10 µs per thousand tasks); [`TaskDump::longest_lock`] says how long it was.
+    /// During or after shutdown it returns what is left, with
+    /// [`TaskDump::shutting_down`] set. [`Builder::dump_on_signal`](crate::Builder::dump_on_signal)
+    /// writes it through `tracing` on a signal.
+    ///
+    /// ```
+    /// let rt = weir_executor::Builder::new_current_thread().build()?;
+    /// rt.block_on(async {
+    ///     let h = weir_executor::task::Builder::new()
+    ///         .name("sleeper")
+    ///         .spawn(std::future::pending::<()>())?;
+    ///     weir_executor::task::yield_now().await;
+    ///     let dump = weir_executor::Handle::current().dump();
+    ///     assert_eq!(dump.tasks.len(), 1);
+    ///     assert_eq!(dump.tasks[0].name.as_deref(), Some("sleeper"));
+    ///     h.abort();
+    ///     Ok::<(), std::io::Error>(())
+    /// })
+    /// # }
+    /// # fn main() {}
+    /// ```
+    pub fn dump(&self) -> TaskDump {
+        crate::metrics::dump::take(&self.shared)
     }
 
     /// Runs `future` to completion on this thread; see [`Runtime::block_on`](crate::Runtime::block_on).

@@ -34,7 +34,7 @@
 //!   `block_on`), the **[`Builder`]** (`builder/`) and the **metrics** (`metrics.rs`).
 //!
 //! The modules are layered, leaves first; each uses only modules before it in this order:
-//! `loom`, `tokio_runtimes`, `config`, `queue`, `shared_fifo`, `line`, `parker`, `task_core`,
+//! `loom`, `recorder`, `tokio_runtimes`, `config`, `queue`, `shared_fifo`, `line`, `parker`, `task_core`,
 //! `blocking`, `shared`, `context`, `schedule`, `placement`, `worker`, `metrics`, `handle`,
 //! `runtime`, `builder`, `task`. (The blocking pool reaches the runtime it serves through the `blocking::Enter`
 //! trait, given with each spawn.)
@@ -57,6 +57,7 @@ mod metrics;
 mod parker;
 pub mod placement;
 mod queue;
+mod recorder;
 mod runtime;
 mod schedule;
 mod shared;
@@ -70,13 +71,18 @@ use std::future::Future;
 use std::panic::Location;
 
 pub use builder::ACCEPT_MULTISHOT_ENV;
+pub use builder::DEFAULT_STALL_THRESHOLD;
 pub use builder::{
     BACKEND_ENV, Builder, MAX_BUSY_POLL, MAX_MIN_WAIT, MAX_TIMER_SPIN, MAX_WORKERS, MIN_STACK_SIZE,
     MIN_WAIT_ENV, RECV_MULTISHOT_ENV,
 };
 pub use context::EnterGuard;
 pub use handle::{Handle, TryCurrentError};
-pub use metrics::{PollsWaited, RuntimeMetrics, WorkerStats};
+pub use metrics::{
+    PollsWaited, RuntimeInterval, RuntimeIntervals, RuntimeMetrics, TaskDump, TaskInfo, TaskState,
+    WorkerStats,
+};
+pub use recorder::{DurationHistogram, HistogramConfig, MAX_HISTOGRAM_BUCKETS};
 pub use runtime::Runtime;
 pub use shared::Id as RuntimeId;
 pub use task::JoinSet;
@@ -159,7 +165,7 @@ where
     R: Send + 'static,
 {
     let location = Location::caller();
-    match context::with_current(|s| s.map(|s| s.blocking.spawn(s, f, location))) {
+    match context::with_current(|s| s.map(|s| s.spawn_blocking(f, location))) {
         Some(join) => join,
         None => panic!(
             "weir::spawn_blocking called outside a weir runtime: call it from a task, inside \

@@ -12,6 +12,7 @@ use weir_config::Flavor;
 use crate::context::{self, EnterGuard};
 use crate::handle::Handle;
 use crate::metrics::RuntimeMetrics;
+use crate::metrics::monitor::Monitor;
 use crate::shared::{Core, Shared};
 use crate::task_core::JoinHandle;
 use crate::tokio_runtimes::TokioRuntimes;
@@ -42,6 +43,8 @@ pub struct Runtime {
     threads: Vec<thread::JoinHandle<()>>,
     /// The tokio runtimes (tokio compatibility), shut down after weir's tasks.
     tokio: TokioRuntimes,
+    /// The stall and dump-signal monitor, if either is on.
+    monitor: Option<Monitor>,
     done: bool,
 }
 
@@ -59,12 +62,14 @@ impl Runtime {
         flavor: Flavor,
         threads: Vec<thread::JoinHandle<()>>,
         tokio: TokioRuntimes,
+        monitor: Option<Monitor>,
     ) -> Runtime {
         Runtime {
             handle: Handle { shared },
             flavor,
             threads,
             tokio,
+            monitor,
             done: false,
         }
     }
@@ -185,6 +190,10 @@ impl Runtime {
         self.done = true;
         let shared = self.handle.shared.clone();
         shared.begin_shutdown();
+        // Nothing to watch from here on: a stall would be shutdown's wait.
+        if let Some(mut monitor) = self.monitor.take() {
+            monitor.stop();
+        }
         let mut cores: Vec<Box<Core>> = Vec::new();
         match self.flavor {
             Flavor::MultiThread => {

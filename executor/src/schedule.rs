@@ -34,6 +34,7 @@ impl Shared {
         F::Output: 'static,
     {
         let id = Id::next();
+        self.spawned.add_shared(1);
         if let Placement::Local(w) = placement {
             self.remotes[w].local_tasks.fetch_add(1, Ordering::Relaxed);
         }
@@ -53,10 +54,27 @@ impl Shared {
             "spawn"
         );
         match self.owned.insert(task.clone()) {
-            Ok(()) => self.schedule(task, Queue::Back),
+            Ok(()) => {
+                self.queued(task.header());
+                self.schedule(task, Queue::Back)
+            }
             Err(task) => task.shutdown(),
         }
         JoinHandle::new(join)
+    }
+
+    /// Runs `f` on the blocking pool, as a task of this runtime.
+    pub(crate) fn spawn_blocking<F, R>(
+        self: &Arc<Self>,
+        f: F,
+        location: &'static Location<'static>,
+    ) -> JoinHandle<R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        self.spawned.add_shared(1);
+        self.blocking.spawn(self, f, location)
     }
 
     fn push_inbox(&self, worker: usize, task: Task) {
@@ -74,7 +92,7 @@ impl Shared {
             // Shutdown cancels every owned task; this queue entry would never run.
             return;
         }
-        task.header().queued_at.store(0, Ordering::Relaxed);
+        task.header().queued_on.store(0, Ordering::Relaxed);
         match task.header().placement.worker() {
             Some(w) => self.push_inbox(w, task),
             None => {
@@ -86,6 +104,16 @@ impl Shared {
 }
 
 impl Schedule for Arc<Shared> {
+    #[inline]
+    fn queued(&self, header: &Header) {
+        if self.config.timing.polls {
+            // The start of its scheduling delay, which its next poll ends.
+            header
+                .queued_at
+                .store(crate::recorder::ticks::now(), Ordering::Relaxed);
+        }
+    }
+
     fn schedule(&self, task: Task, at: Queue) {
         context::with_worker(|cx| match cx {
             Some(cx) if ptr::eq(&*cx.shared, &**self) => cx.schedule_local(task, at),
@@ -138,7 +166,7 @@ impl WorkerCx {
     fn stamp(&self, header: &crate::task_core::Header, queue: u64) {
         let polls = self.shared.remotes[self.index].metrics.polls.get();
         header
-            .queued_at
+            .queued_on
             .store(QueuedAt::stamp(self.index, queue, polls), Ordering::Relaxed);
     }
 
@@ -193,7 +221,7 @@ impl WorkerCx {
 pub(crate) fn queue_back(local: &mut Local<Task>, backlog: &SharedFifo<Task>, task: Task) -> bool {
     line::push_back(local, backlog, task, |t| {
         // Only the thread that queues a task writes its stamp.
-        let at = &t.header().queued_at;
+        let at = &t.header().queued_on;
         at.store(
             QueuedAt::to_backlog(at.load(Ordering::Relaxed)),
             Ordering::Relaxed,

@@ -48,6 +48,18 @@ pub struct ReactorEnterGuard {
     _not_send: PhantomData<*const ()>,
 }
 
+/// A leaf operation returned `Pending` for want of budget: counted on the current reactor
+/// (its worker's, on a worker). Off the hot path: only spent budgets get here.
+#[cold]
+#[inline(never)]
+pub(crate) fn count_forced_yield() {
+    let _ = CONTEXT.try_with(|c| {
+        if let Some(cur) = c.current.borrow().as_ref() {
+            cur.handle.inner.metrics.budget_forced_yields.add_shared(1);
+        }
+    });
+}
+
 /// Runs `f` with the clock of the current thread's reactor, if any.
 pub(crate) fn with_current_clock<R>(f: impl FnOnce(Option<&Clock>) -> R) -> R {
     let mut f = Some(f);

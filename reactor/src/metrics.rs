@@ -8,6 +8,11 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 pub struct Counter(AtomicU64);
 
 impl Counter {
+    /// A counter at zero.
+    pub const fn new() -> Counter {
+        Counter(AtomicU64::new(0))
+    }
+
     /// Adds `n`. Only the owner thread may call this: the read-modify-write is not atomic.
     #[inline]
     pub fn add_owner(&self, n: u64) {
@@ -64,6 +69,9 @@ pub(crate) struct ReactorMetrics {
     pub(crate) unparks_running: Counter,
     /// Any thread: I/O events of this reactor collected by another worker (I/O stealing).
     pub(crate) events_stolen: Counter,
+    /// Any thread with this reactor current: leaf operations that returned `Pending` for want
+    /// of budget (`coop.rs`).
+    pub(crate) budget_forced_yields: Counter,
 }
 
 /// A snapshot of one reactor's counters.
@@ -106,6 +114,9 @@ pub struct ReactorStats {
     /// I/O events of this reactor that an idle worker collected and ran while this reactor's
     /// owner was busy (I/O stealing); not included in `events`.
     pub events_stolen: u64,
+    /// Leaf operations (I/O, timers, join handles) that returned `Pending` because their
+    /// task had spent its cooperative budget, on threads where this reactor is current.
+    pub budget_forced_yields: u64,
     /// Registered fds right now.
     pub registrations: u64,
     /// Armed timers right now.
@@ -135,6 +146,7 @@ impl ReactorMetrics {
             wakes_sent: self.wakes_sent.get(),
             unparks_running: self.unparks_running.get(),
             events_stolen: self.events_stolen.get(),
+            budget_forced_yields: self.budget_forced_yields.get(),
             registrations,
             timers_armed,
         }

@@ -51,7 +51,7 @@ const REQUESTS_1: &str = "requests-1conn";
 const CONNS: usize = 8;
 
 /// The servers, each with its whole `__server` command line but `--cpu`.
-const SERVERS: [Contender; 8] = [
+const SERVERS: [Contender; 9] = [
     c(
         "raw-epoll",
         "hand-written edge-triggered epoll loop, HTTP answered without parsing",
@@ -81,6 +81,11 @@ const SERVERS: [Contender; 8] = [
         "weir-serve",
         "weir, 1 worker, an axum Router on weir::serve (header-read timeout, graceful shutdown)",
         &["--rt", "weir", "--kind", "axum"],
+    ),
+    c(
+        "weir-hello",
+        "weir, 1 worker, examples/hello-http's service (a tower service_fn) on weir::serve",
+        &["--rt", "weir", "--kind", "hello"],
     ),
     c(
         "axum-serve",

@@ -40,6 +40,9 @@ enum Kind {
     /// An axum `Router` answering `GET /`, served by `weir::serve` (weir) or `axum::serve`
     /// (tokio).
     Axum,
+    /// `examples/hello-http`'s service: a `tower::service_fn` answering every request with
+    /// `Hello, World!`, served by `weir::serve` (weir only).
+    Hello,
 }
 
 /// Who serves.
@@ -317,6 +320,11 @@ impl Args {
         {
             return Err(format!("{flag} applies to --rt weir only, not {rt_name}"));
         }
+        if kind == Kind::Hello && rt != Rt::Weir {
+            return Err(format!(
+                "--kind hello is weir::serve's, --rt weir only, not {rt_name}"
+            ));
+        }
         let runtime = matches!(rt, Rt::Weir | Rt::Tokio);
         if !runtime {
             if kind == Kind::Http && rt == Rt::BusyLoop {
@@ -324,7 +332,7 @@ impl Args {
                     "--kind http needs --rt weir, tokio, raw-epoll or raw-uring, not {rt_name}"
                 ));
             }
-            if matches!(kind, Kind::BareHttp | Kind::Axum) {
+            if matches!(kind, Kind::BareHttp | Kind::Axum | Kind::Hello) {
                 return Err(format!(
                     "--kind bare-http and axum need --rt weir or tokio, not {rt_name}"
                 ));

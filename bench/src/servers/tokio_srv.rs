@@ -50,6 +50,7 @@ pub(super) fn run(cfg: &Config) -> ! {
             let _ = bare_http(stream).await;
         }))),
         Kind::Axum => runtime.block_on(runtime.spawn(super::axum_srv::axum_serve(addr, stats))),
+        Kind::Hello => unreachable!("refused by the command line: weir only"),
     };
     match served {
         Ok(Ok(())) => super::fatal("serving", "the accept loop stopped"),

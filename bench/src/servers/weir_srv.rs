@@ -96,6 +96,7 @@ pub(super) fn run(cfg: &Config) -> ! {
             })))
         }
         Kind::Axum => runtime.block_on(runtime.spawn(super::axum_srv::weir_serve(addr, stats))),
+        Kind::Hello => runtime.block_on(runtime.spawn(super::axum_srv::weir_hello(addr, stats))),
     };
     match served {
         Ok(Ok(())) => super::fatal("serving", "the accept loops stopped"),

@@ -8,6 +8,7 @@
 use std::io;
 use std::sync::Arc;
 use std::thread;
+use std::time::Duration;
 
 use weir_config::Flavor;
 use weir_reactor::os::linux::{KernelBusyPoll, ReactorHandleExt};
@@ -20,6 +21,8 @@ use super::{
 use crate::blocking;
 use crate::config::Config;
 use crate::context;
+use crate::metrics::monitor::{Monitor, MonitorConfig};
+use crate::recorder::{Timing, ticks};
 use crate::runtime::Runtime;
 use crate::shared::{AliveGuard, Core, Shared};
 use crate::tokio_runtimes::{self, TokioMode, TokioRuntimes};
@@ -147,6 +150,29 @@ impl Builder {
                 self.thread_name
             )));
         }
+        if let Some(t) = self.stall_threshold
+            && t < Duration::from_millis(1)
+        {
+            return Err(bad(format!(
+                "stall_threshold = {t:?}: must be at least 1ms (or None for no stall detection)"
+            )));
+        }
+        for (what, config) in [
+            ("poll_time_histogram", &self.poll_time_histogram),
+            ("schedule_delay_histogram", &self.schedule_delay_histogram),
+        ] {
+            if let Some(problem) = config.problem() {
+                return Err(bad(format!("{what}: {problem}")));
+            }
+        }
+        if let Some(sig) = self.dump_signal
+            && crate::metrics::monitor::forbidden_signal(sig)
+        {
+            return Err(bad(format!(
+                "dump_on_signal = {sig}: not a signal a handler may take (SIGKILL, SIGSTOP, \
+                 SIGSEGV, SIGBUS, SIGILL, SIGFPE, or out of range)"
+            )));
+        }
         Ok(workers)
     }
 
@@ -259,6 +285,14 @@ impl Builder {
             tokio,
             name: self.name.clone(),
             hooks: self.hooks.clone(),
+            timing: Timing {
+                polls: self
+                    .time_polls
+                    .unwrap_or(ticks::calibrate() != ticks::Source::OsClock),
+                poll_time: self.poll_time_histogram,
+                schedule_delay: self.schedule_delay_histogram,
+                stall: self.stall_threshold,
+            },
             // The backend the workers got; a reactor that cannot be built on it falls back.
             block_on_reactor: (!current).then_some(weir_reactor::DriverConfig {
                 backend: built,
@@ -275,6 +309,14 @@ impl Builder {
             }),
         };
         let (shared, cores) = Shared::new(config, drivers, pool, current);
+        let monitor = Monitor::start(
+            &shared,
+            MonitorConfig {
+                stall_backtrace: self.stall_backtrace,
+                dump_signal: self.dump_signal,
+                thread_name: format!("{}-monitor", self.thread_name),
+            },
+        )?;
         if current {
             shared.idle_cores.lock().extend(cores);
             return Ok(Runtime::from_parts(
@@ -282,6 +324,7 @@ impl Builder {
                 self.flavor,
                 Vec::new(),
                 tokio_runtimes,
+                monitor,
             ));
         }
         let mut threads = Vec::with_capacity(workers);
@@ -305,6 +348,7 @@ impl Builder {
                         self.flavor,
                         threads,
                         tokio_runtimes.take().unwrap_or_default(),
+                        monitor,
                     ));
                     return Err(e);
                 }
@@ -315,6 +359,7 @@ impl Builder {
             self.flavor,
             threads,
             tokio_runtimes.unwrap_or_default(),
+            monitor,
         ))
     }
 }

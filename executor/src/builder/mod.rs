@@ -16,6 +16,7 @@ use weir_reactor::os::linux::KernelBusyPoll;
 use weir_reactor::{Backend, MinWait};
 
 use crate::config::Hooks;
+use crate::recorder::HistogramConfig;
 use crate::tokio_runtimes::TokioMode;
 
 /// The environment variable that chooses the reactor backend of a runtime whose builder was
@@ -89,7 +90,17 @@ pub struct Builder {
     name: Option<String>,
     hooks: Hooks,
     start_paused: bool,
+    stall_threshold: Option<Duration>,
+    stall_backtrace: bool,
+    dump_signal: Option<i32>,
+    /// `None`: polls are timed where the cycle counter is usable.
+    time_polls: Option<bool>,
+    poll_time_histogram: HistogramConfig,
+    schedule_delay_histogram: HistogramConfig,
 }
+
+/// The default of [`Builder::stall_threshold`].
+pub const DEFAULT_STALL_THRESHOLD: Duration = Duration::from_millis(100);
 
 impl Builder {
     fn new(flavor: Flavor) -> Builder {
@@ -119,6 +130,12 @@ impl Builder {
             name: None,
             hooks: Hooks::default(),
             start_paused: false,
+            stall_threshold: Some(DEFAULT_STALL_THRESHOLD),
+            stall_backtrace: false,
+            dump_signal: None,
+            time_polls: None,
+            poll_time_histogram: HistogramConfig::DEFAULT,
+            schedule_delay_histogram: HistogramConfig::DEFAULT,
         }
     }
 
@@ -496,6 +513,82 @@ impl Builder {
         self
     }
 
+    /// How long one poll may run before it is reported as a stall (default
+    /// [`DEFAULT_STALL_THRESHOLD`], 100 ms); `None` turns stall detection off.
+    ///
+    /// A task that blocks its worker thread — `std::thread::sleep`, a blocking syscall, a
+    /// loop that never reaches an `.await` that returns `Pending` — holds up every task queued
+    /// behind it on that worker. A monitor thread (one per runtime, waking every quarter of
+    /// the threshold) compares what the workers publish about their current poll; a poll that
+    /// has run for the threshold is reported once through `tracing` at warn level, target
+    /// `weir::stall`, with the task's id, name, spawn location, the worker and how long so far;
+    /// and again when it ends, with its total. Stalls are counted in
+    /// [`WorkerStats::stalls`](crate::WorkerStats::stalls). The workers pay nothing per poll
+    /// for it beyond what the metrics already record. Polls inside
+    /// [`block_in_place`](crate::task::block_in_place) are not stalls (the worker carries on
+    /// elsewhere).
+    ///
+    /// Must be at least 1 ms ([`build`](Self::build) checks).
+    pub fn stall_threshold(&mut self, threshold: Option<Duration>) -> &mut Builder {
+        self.stall_threshold = threshold;
+        self
+    }
+
+    /// Adds the stalled worker thread's stack backtrace to each stall report (default off).
+    ///
+    /// At detection the monitor sends the worker thread a real-time signal; its handler
+    /// records the return addresses on the thread's stack with glibc's `backtrace(3)` into a
+    /// buffer set aside beforehand, and the monitor prints them, as `module+offset` (resolve
+    /// them with `addr2line -e <binary>`) and with the symbol name where the dynamic symbol
+    /// table has one. `backtrace(3)` is not on POSIX's list of async-signal-safe functions: it
+    /// is safe here because glibc's unwinder is loaded (by a first call) before any signal is
+    /// sent, and glibc 2.35+ finds unwind tables without a lock (`_dl_find_object`); on an
+    /// older glibc a signal that lands while the worker is inside `dlopen` could deadlock the
+    /// worker, which is why this is off by default. Linux with glibc only; elsewhere reports
+    /// carry no backtrace.
+    pub fn stall_backtrace(&mut self, on: bool) -> &mut Builder {
+        self.stall_backtrace = on;
+        self
+    }
+
+    /// Writes a task dump ([`Handle::dump`](crate::Handle::dump)) through `tracing` (info
+    /// level, target `weir::dump`) whenever the process receives signal `signal` (e.g.
+    /// `libc::SIGUSR2`); `None` (the default) installs nothing. The handler only sets a
+    /// flag; the runtime's monitor thread takes the dump within a tenth of a second. Other
+    /// handlers of the same signal (`weir::signal`'s too) keep working. Signals that cannot
+    /// be caught, or that report faults (`SIGKILL`, `SIGSTOP`, `SIGSEGV`, `SIGBUS`, `SIGILL`,
+    /// `SIGFPE`), fail the build.
+    pub fn dump_on_signal(&mut self, signal: Option<i32>) -> &mut Builder {
+        self.dump_signal = signal;
+        self
+    }
+
+    /// Whether every poll is timed (its duration, its scheduling delay, the longest poll).
+    /// By default they are wherever the CPU has a counter that can be read without a syscall
+    /// and runs at a fixed rate (an invariant TSC on x86_64, the virtual counter on aarch64):
+    /// two counter reads per poll and one per wake-up. Elsewhere timing a poll takes two
+    /// reads of the OS clock, so it is off unless this turns it on. Busy and parked time are
+    /// measured either way (at parks).
+    pub fn time_polls(&mut self, on: bool) -> &mut Builder {
+        self.time_polls = Some(on);
+        self
+    }
+
+    /// The buckets of each worker's poll-time histogram (default: log scale from 1.024 µs, 20
+    /// buckets).
+    pub fn poll_time_histogram(&mut self, config: HistogramConfig) -> &mut Builder {
+        self.poll_time_histogram = config;
+        self
+    }
+
+    /// The buckets of each worker's scheduling-delay histogram — the time from a task's
+    /// wake-up (or spawn) to the start of its poll (default as
+    /// [`poll_time_histogram`](Self::poll_time_histogram)).
+    pub fn schedule_delay_histogram(&mut self, config: HistogramConfig) -> &mut Builder {
+        self.schedule_delay_histogram = config;
+        self
+    }
+
     /// No-op, for code written for tokio: I/O and timers are always enabled.
     pub fn enable_all(&mut self) -> &mut Builder {
         self
@@ -532,6 +625,12 @@ impl fmt::Debug for Builder {
             .field("name", &self.name)
             .field("hooks", &self.hooks)
             .field("start_paused", &self.start_paused)
+            .field("stall_threshold", &self.stall_threshold)
+            .field("stall_backtrace", &self.stall_backtrace)
+            .field("dump_signal", &self.dump_signal)
+            .field("time_polls", &self.time_polls)
+            .field("poll_time_histogram", &self.poll_time_histogram)
+            .field("schedule_delay_histogram", &self.schedule_delay_histogram)
             .finish_non_exhaustive()
     }
 }

@@ -28,6 +28,7 @@ use crate::blocking;
 use crate::config::Config;
 use crate::loom::Mutex;
 use crate::queue::{self, Local, Steal};
+use crate::recorder::WorkerMetrics;
 use crate::shared_fifo::SharedFifo;
 use crate::task_core::{OwnedTasks, Task};
 
@@ -40,6 +41,8 @@ pub(crate) struct Shared {
     pub(crate) config: Config,
     pub(crate) blocking: Arc<blocking::Pool>,
     pub(crate) id: Id,
+    /// Tasks spawned so far, blocking closures included (any thread).
+    pub(crate) spawned: Counter,
     /// Threads running a worker loop (shutdown waits for them).
     pub(crate) alive: Alive,
     shutdown: AtomicBool,
@@ -86,36 +89,7 @@ pub(crate) struct Remote {
     pub(crate) stalled: AtomicBool,
 }
 
-/// Executor counters of one worker (written by that worker only; read by `metrics.rs`).
-#[derive(Debug, Default)]
-pub(crate) struct WorkerMetrics {
-    pub(crate) polls: Counter,
-    pub(crate) steals: Counter,
-    pub(crate) stolen_tasks: Counter,
-    pub(crate) spins_found: Counter,
-    pub(crate) spins_gave_up: Counter,
-    pub(crate) parks: Counter,
-    pub(crate) overflows: Counter,
-    pub(crate) lifo_polls: Counter,
-    pub(crate) io_steals: Counter,
-    pub(crate) cross_worker_wakes: Counter,
-    /// Polls this worker made while a task waited in its queues, by the queue the task was
-    /// queued in ([`QueuedAt`]) and log2 bucket ([`waited_bucket`]).
-    pub(crate) polls_waited: [[Counter; WAITED_BUCKETS]; QUEUES],
-}
-
-/// Queues of [`WorkerMetrics::polls_waited`]: local, LIFO slot, backlog, pinned.
-pub(crate) const QUEUES: usize = 4;
-/// Buckets of [`WorkerMetrics::polls_waited`]: 0 polls, 1, 2–3, 4–7, …, 2^14 and more.
-pub(crate) const WAITED_BUCKETS: usize = 16;
-
-/// The bucket of a wait of `polls` polls.
-#[inline]
-pub(crate) fn waited_bucket(polls: u32) -> usize {
-    ((32 - polls.leading_zeros()) as usize).min(WAITED_BUCKETS - 1)
-}
-
-/// The value of `Header::queued_at`, written when a task is queued on a worker and read when
+/// The value of `Header::queued_on`, written when a task is queued on a worker and read when
 /// that worker polls it: the worker plus one in the high half (0 for a task queued off the
 /// workers, whose wait no worker saw), the queue in bits 30–31 (one of the constants here), and
 /// the worker's poll count then in the low 30 bits.
@@ -219,7 +193,7 @@ impl Shared {
                 reactor: driver.handle().clone(),
                 inbox: Mutex::new(Vec::new()),
                 inbox_len: AtomicUsize::new(0),
-                metrics: WorkerMetrics::default(),
+                metrics: WorkerMetrics::new(&config.timing),
                 thread: parking_lot::Mutex::new(None),
                 local_tasks: AtomicUsize::new(0),
                 stalled: AtomicBool::new(false),
@@ -247,6 +221,7 @@ impl Shared {
             config,
             blocking,
             id: Id::next(),
+            spawned: Counter::default(),
             alive: Alive::new(if current_thread { 0 } else { n }),
             shutdown: AtomicBool::new(false),
             current_thread,

@@ -11,7 +11,7 @@ use std::mem::ManuallyDrop;
 use std::panic::{self, AssertUnwindSafe, Location};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::task::{Context, Poll, Wake, Waker};
 
 use weir_reactor::coop;
@@ -70,8 +70,9 @@ where
 {
     #[cfg(not(feature = "console"))]
     let _ = kind;
+    let name = super::name::take_name();
     #[cfg(feature = "console")]
-    let span = super::console::spawn_span(id, kind, placement, location);
+    let span = super::console::spawn_span(id, kind, placement, location, name.as_deref());
     let cell = Arc::new(Cell {
         header: Header {
             state: State::new(),
@@ -79,8 +80,13 @@ where
             placement,
             owned_key: AtomicUsize::new(usize::MAX),
             last_worker: std::sync::atomic::AtomicU32::new(u32::MAX),
-            queued_at: std::sync::atomic::AtomicU64::new(0),
+            queued_on: std::sync::atomic::AtomicU64::new(0),
             location,
+            name,
+            spawned_at: crate::recorder::ticks::now(),
+            queued_at: AtomicU64::new(0),
+            last_polled_at: AtomicU64::new(0),
+            polls: AtomicU64::new(0),
             #[cfg(feature = "console")]
             span_id: span.id(),
         },
@@ -387,7 +393,10 @@ where
         match res {
             Ok(Poll::Pending) => match self.header.state.transition_to_idle() {
                 IdleAction::Idle => {}
-                IdleAction::Resubmit => self.scheduler.schedule(self.clone(), Queue::Back),
+                IdleAction::Resubmit => {
+                    self.scheduler.queued(&self.header);
+                    self.scheduler.schedule(self.clone(), Queue::Back)
+                }
                 // SAFETY: still RUNNING.
                 IdleAction::Cancel => unsafe { self.cancel() },
             },
@@ -424,7 +433,10 @@ where
 
     fn abort(self: Arc<Self>) {
         match self.header.state.transition_to_cancelled_by_abort() {
-            AbortAction::Submit => self.scheduler.schedule(self.clone(), Queue::Next),
+            AbortAction::Submit => {
+                self.scheduler.queued(&self.header);
+                self.scheduler.schedule(self.clone(), Queue::Next)
+            }
             AbortAction::None => {}
         }
     }
@@ -437,12 +449,14 @@ where
 {
     fn wake(self: Arc<Self>) {
         if self.header.state.transition_to_notified_by_wake() == WakeAction::Submit {
+            self.scheduler.queued(&self.header);
             self.scheduler.schedule(self.clone(), Queue::Next);
         }
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
         if self.header.state.transition_to_notified_by_wake() == WakeAction::Submit {
+            self.scheduler.queued(&self.header);
             self.scheduler.schedule(self.clone(), Queue::Next);
         }
     }

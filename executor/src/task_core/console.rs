@@ -15,7 +15,6 @@
 //! Without the feature none of this is compiled: the cell holds no span, and the waker is
 //! `std`'s `Waker::from(Arc<Cell>)`.
 
-use std::cell::RefCell;
 use std::future::Future;
 use std::panic::Location;
 use std::pin::Pin;
@@ -26,40 +25,13 @@ use tracing::span::Id as SpanId;
 
 use super::{Id, Kind, Placement};
 
-thread_local! {
-    /// The name the next task spawned on this thread gets (set by `task::Builder`).
-    static NEXT_NAME: RefCell<Option<String>> = const { RefCell::new(None) };
-}
-
-/// Names the tasks spawned on this thread until the guard drops.
-pub(crate) struct NameGuard(Option<String>);
-
-pub(crate) fn name_next(name: Option<&str>) -> NameGuard {
-    let prev = NEXT_NAME
-        .try_with(|n| n.replace(name.map(str::to_owned)))
-        .unwrap_or(None);
-    NameGuard(prev)
-}
-
-impl Drop for NameGuard {
-    fn drop(&mut self) {
-        let prev = self.0.take();
-        let _ = NEXT_NAME.try_with(|n| *n.borrow_mut() = prev);
-    }
-}
-
-fn take_name() -> Option<String> {
-    NEXT_NAME
-        .try_with(|n| n.borrow_mut().take())
-        .unwrap_or(None)
-}
-
 /// The `runtime.spawn` span of a new task.
 pub(crate) fn spawn_span(
     id: Id,
     kind: Kind,
     placement: Placement,
     location: &'static Location<'static>,
+    name: Option<&str>,
 ) -> Span {
     let kind = match (kind, placement) {
         (Kind::Blocking, _) => "blocking",
@@ -67,13 +39,12 @@ pub(crate) fn spawn_span(
         (Kind::Task, _) => "task",
     };
     let worker = placement.worker();
-    let name = take_name();
     tracing::trace_span!(
         target: "weir::task",
         parent: None,
         "runtime.spawn",
         kind,
-        task.name = name.as_deref().unwrap_or_default(),
+        task.name = name.unwrap_or_default(),
         task.id = id.as_u64(),
         task.worker = %WorkerField(worker),
         loc.file = location.file(),
@@ -124,7 +95,7 @@ pub(crate) struct BlockOnTask<'a, F> {
 
 impl<'a, F: Future> BlockOnTask<'a, F> {
     pub(crate) fn new(future: Pin<&'a mut F>, location: &'static Location<'static>) -> Self {
-        let name = take_name();
+        let name = super::name::take_name();
         let span = tracing::trace_span!(
             target: "weir::task",
             parent: None,

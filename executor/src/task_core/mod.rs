@@ -17,6 +17,7 @@ mod cell;
 pub(crate) mod console;
 mod id;
 mod join;
+mod name;
 mod owned;
 mod state;
 
@@ -27,6 +28,7 @@ pub(crate) use cell::new_task;
 pub use id::{Id, id, try_id};
 pub(crate) use id::{set_current as set_current_id, set_none as set_no_current_id};
 pub use join::{AbortHandle, JoinError, JoinHandle};
+pub(crate) use name::name_next;
 pub(crate) use owned::OwnedTasks;
 
 /// What a run queue holds.
@@ -48,8 +50,20 @@ pub(crate) struct Header {
     /// Where and when the task was last queued on a worker, for the polls it waits there
     /// (`WorkerStats::polls_waited`): see `shared::QueuedAt`. Written by the thread that queues
     /// the task, read by the worker that polls it; a stale read only misfiles one sample.
-    pub(crate) queued_at: std::sync::atomic::AtomicU64,
+    pub(crate) queued_on: std::sync::atomic::AtomicU64,
     pub(crate) location: &'static Location<'static>,
+    /// The name given with `task::Builder::name`.
+    pub(crate) name: Option<Arc<str>>,
+    /// When the task was spawned, in the metrics clock's ticks (`recorder/ticks.rs`).
+    pub(crate) spawned_at: u64,
+    /// When the task was last queued to run, in ticks (0: timing is off): written by whoever
+    /// queues it (`schedule.rs`), read by the worker that polls it next for its scheduling
+    /// delay. (Which worker and queue it waits in, counted in polls, is `queued_on`.)
+    pub(crate) queued_at: std::sync::atomic::AtomicU64,
+    /// When a worker last began to poll the task, in ticks (0: never, or timing is off).
+    pub(crate) last_polled_at: std::sync::atomic::AtomicU64,
+    /// Polls so far; written by the thread holding `RUNNING` (load and store).
+    pub(crate) polls: std::sync::atomic::AtomicU64,
     /// The id of the task's console span, for its waker's events (`console.rs`).
     #[cfg(feature = "console")]
     pub(crate) span_id: Option<tracing::span::Id>,
@@ -111,6 +125,11 @@ pub(crate) trait Runnable: Send + Sync + 'static {
 pub(crate) trait Schedule: Send + Sync + Sized + 'static {
     /// Queues a notified task, at the place `at` says.
     fn schedule(&self, task: Task, at: Queue);
+    /// The task is about to be queued (called just before [`schedule`](Self::schedule) with
+    /// the task's concrete header, so no virtual call is needed): the start of its
+    /// scheduling delay.
+    #[inline]
+    fn queued(&self, _header: &Header) {}
     /// The task completed: drop it from the owned-task list.
     fn release(&self, header: &Header);
 }

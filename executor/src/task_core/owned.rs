@@ -6,6 +6,7 @@ use slab::Slab;
 
 use super::{Header, Task};
 use crate::loom::Mutex;
+use crate::recorder::TaskLabel;
 
 struct Shard {
     tasks: Slab<Task>,
@@ -83,6 +84,42 @@ impl OwnedTasks {
             }
         }
         out
+    }
+
+    /// The name and spawn location of live task `id`. Looks through one shard under its
+    /// lock.
+    pub(crate) fn label(&self, id: u64) -> Option<TaskLabel> {
+        let shard = &self.shards[(id as usize) & (self.shards.len() - 1)];
+        let shard = shard.lock();
+        shard
+            .tasks
+            .iter()
+            .find(|(_, t)| t.header().id.as_u64() == id)
+            .map(|(_, t)| TaskLabel {
+                name: t.header().name.clone(),
+                location: t.header().location,
+            })
+    }
+
+    /// Calls `f` with the headers of every live task, one shard at a time under that shard's
+    /// lock (so `f` should be quick: copy what it needs). Returns the longest time a shard's
+    /// lock was held. A closed shard (shutdown) may hold fewer tasks than were live.
+    pub(crate) fn inspect(&self, mut f: impl FnMut(&Header)) -> std::time::Duration {
+        let mut longest = std::time::Duration::ZERO;
+        for shard in self.shards.iter() {
+            let shard = shard.lock();
+            let start = std::time::Instant::now();
+            for (_, t) in shard.tasks.iter() {
+                f(t.header());
+            }
+            longest = longest.max(start.elapsed());
+        }
+        longest
+    }
+
+    /// `true` once shutdown closed the list.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.shards.iter().any(|s| s.lock().closed)
     }
 
     /// Live tasks (racy).

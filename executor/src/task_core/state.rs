@@ -201,6 +201,26 @@ impl State {
     pub(crate) fn is_complete(&self) -> bool {
         self.0.load(Acquire) & COMPLETE != 0
     }
+
+    /// The bits an observer reports (the task dump); stale the moment it is read.
+    pub(crate) fn snapshot(&self) -> Snapshot {
+        let s = self.0.load(Acquire);
+        Snapshot {
+            running: s & RUNNING != 0,
+            notified: s & NOTIFIED != 0,
+            complete: s & COMPLETE != 0,
+        }
+    }
+}
+
+/// What [`State::snapshot`] read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Snapshot {
+    /// A thread is polling (or cancelling) the task.
+    pub(crate) running: bool,
+    /// A run-queue entry exists for it.
+    pub(crate) notified: bool,
+    pub(crate) complete: bool,
 }
 
 impl std::fmt::Debug for State {

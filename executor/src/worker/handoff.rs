@@ -72,6 +72,9 @@ pub(crate) fn block_in_place<F: FnOnce() -> R, R>(f: F) -> R {
              which runs every task. Use `weir::task::spawn_blocking`, or a multi-thread runtime.)"
         );
     }
+    // The worker is not stalled by this task from now on (it carries on elsewhere, or its
+    // stay is documented): the stall monitor stops watching the poll.
+    cx.shared.remotes[cx.index].metrics.current.leave();
     let _back = match hand_over(cx, core) {
         Ok(slot) => Back::Reclaim { cx, slot },
         Err(core) => stay(cx, core),

@@ -62,6 +62,7 @@
 mod handoff;
 mod nested;
 mod park;
+mod stall;
 mod steal;
 
 use std::cell::{Cell, RefCell};
@@ -75,11 +76,13 @@ use weir_reactor::Driver;
 use weir_reactor::coop;
 
 pub(crate) use handoff::block_in_place;
+pub(crate) use stall::{describe as describe_stalled_task, report_end as report_stall_end};
 
 use crate::context::{self, SetWorker, WorkerCx};
+use crate::recorder::{ticks, waited_bucket};
 use crate::schedule::queue_back;
-use crate::shared::{Core, QueuedAt, Remote, Shared, waited_bucket};
-use crate::task_core::{self, Task};
+use crate::shared::{Core, QueuedAt, Remote, Shared};
+use crate::task_core::{self, Header, Task};
 use crate::{line, queue};
 
 /// Polls of the LIFO slot in a row before it yields to the queue.
@@ -132,11 +135,13 @@ pub(crate) fn run<F: Future>(
         let _worker = SetWorker::new(&cx);
         let owner = core.driver.enter();
         *remote.thread.lock() = Some(std::thread::current().id());
+        remote.metrics.loop_started();
         let mut worker = Worker {
             cx: &cx,
             shared,
             remote,
             core: Some(core),
+            timing: shared.config.timing.polls,
         };
         tracing::debug!(target: "weir::worker", worker = index, "worker started");
         // Task panics are caught per poll; only the root future's panic gets here. Each poll
@@ -146,6 +151,7 @@ pub(crate) fn run<F: Future>(
         }));
         let core = worker.core.take();
         if core.is_some() {
+            remote.metrics.loop_stopped();
             *remote.thread.lock() = None;
             tracing::debug!(target: "weir::worker", worker = index, "worker stopped");
         } else {
@@ -216,6 +222,8 @@ struct Worker<'a> {
     remote: &'a Remote,
     /// `None` only while a task polls (the core is lent to `cx`) or after it was handed over.
     core: Option<Box<Core>>,
+    /// Polls are timed (`Timing::polls`).
+    timing: bool,
 }
 
 impl Worker<'_> {
@@ -270,7 +278,11 @@ impl Worker<'_> {
             && r.woken.woken.swap(false, Ordering::SeqCst)
         {
             let mut cx = Context::from_waker(&r.waker);
-            if let Poll::Ready(v) = coop::budget(|| r.fut.as_mut().poll(&mut cx)) {
+            self.remote.metrics.polls.add_owner(1);
+            let marker = self.poll_begins(None);
+            let poll = coop::budget(|| r.fut.as_mut().poll(&mut cx));
+            self.poll_ended(marker);
+            if let Poll::Ready(v) = poll {
                 return Step::Done(v);
             }
         }
@@ -305,20 +317,68 @@ impl Worker<'_> {
         let polls = m.polls.add_owner_get(1);
         let header = task.header();
         if let Some((queue, waited)) =
-            QueuedAt::waited(header.queued_at.load(Ordering::Relaxed), index, polls)
+            QueuedAt::waited(header.queued_on.load(Ordering::Relaxed), index, polls)
         {
             m.polls_waited[queue][waited_bucket(waited)].add_owner(1);
         }
         header.last_worker.store(index as u32, Ordering::Relaxed);
+        let marker = self.poll_begins(Some(header));
         // While the task polls, the core is lent to the thread's worker context, where
         // `block_in_place` may hand it to another thread.
         self.cx.lent.set(self.core.take());
         task.run();
         self.core = self.cx.lent.take();
         if self.core.is_some() {
+            self.poll_ended(marker);
             Ran::Here
         } else {
             Ran::HandedOver
+        }
+    }
+
+    /// A poll begins: its task's (`None`: a `block_on` future) scheduling delay and poll
+    /// count, and the poll published for the stall monitor. Returns the poll's marker: its
+    /// start in ticks when polls are timed, else the worker's poll count (never 0).
+    #[inline]
+    fn poll_begins(&self, task: Option<&Header>) -> u64 {
+        let m = &self.remote.metrics;
+        let marker = if self.timing {
+            ticks::now()
+        } else {
+            m.polls.get()
+        };
+        match task {
+            Some(h) => {
+                if self.timing {
+                    let queued = h.queued_at.load(Ordering::Relaxed);
+                    if queued != 0 {
+                        m.schedule_delay.record(ticks::ns_between(queued, marker));
+                    }
+                    h.last_polled_at.store(marker, Ordering::Relaxed);
+                }
+                // Only the holder of `RUNNING` writes it.
+                h.polls
+                    .store(h.polls.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+                m.current.begin(marker, h.id.as_u64());
+            }
+            None => m.current.begin(marker, 0),
+        }
+        marker
+    }
+
+    /// The poll that [`poll_begins`](Self::poll_begins) returned `marker` for ended here:
+    /// its duration, and the end of a stall if it was one.
+    #[inline]
+    fn poll_ended(&self, marker: u64) {
+        let m = &self.remote.metrics;
+        m.current.end();
+        if self.timing {
+            let ns = ticks::ns_between(marker, ticks::now());
+            m.poll_time.record(ns);
+            m.longest_poll(ns);
+            if ns >= m.stall_ns {
+                stall::ended(self.shared, self.cx.index, marker, ns);
+            }
         }
     }
 

@@ -179,7 +179,7 @@ impl<F: Future> Nested<'_, '_, '_, F> {
             hooks.after_unpark();
             return false;
         };
-        w.remote.metrics.parks.add_owner(1);
+        w.remote.metrics.parking();
         tracing::trace!(target: "weir::sched", worker = index, "park in tokio");
         if let Some(at) = park.wake_at() {
             self.timer.arm(at, Instant::now());
@@ -199,6 +199,7 @@ impl<F: Future> Nested<'_, '_, '_, F> {
     /// Ends a park: delivers what arrived, clears the readiness it consumed.
     fn resume(&mut self, park: NestedPark, cx: &mut Context<'_>) {
         let w = &mut *self.worker;
+        w.remote.metrics.unparked();
         drop(w.cx.nested_waker.take());
         let index = w.cx.index;
         let fired = self.watch.take_timer(cx);

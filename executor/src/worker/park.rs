@@ -76,13 +76,14 @@ impl Worker<'_> {
             self.core().searching = idle.remove_sleeper(index);
             return;
         }
-        self.remote.metrics.parks.add_owner(1);
+        self.remote.metrics.parking();
         tracing::trace!(target: "weir::sched", worker = index, "park");
         self.cx.in_dispatch.set(true);
         if let Err(e) = self.core().driver.park(None) {
             tracing::error!(target: "weir::reactor", worker = index, error = %e, "reactor wait failed");
         }
         self.cx.in_dispatch.set(false);
+        self.remote.metrics.unparked();
         // Off the sleepers list before announcing work, or the notification could pick us.
         self.core().searching = idle.remove_sleeper(index);
         self.notify_after_dispatch();

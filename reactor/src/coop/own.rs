@@ -50,6 +50,7 @@ pub(super) fn has_budget_remaining() -> bool {
 #[inline]
 pub(super) fn poll_budget(cx: &mut Context<'_>) -> Poll<()> {
     if CURRENT.with(|c| c.get() == Some(0)) {
+        crate::context::count_forced_yield();
         cx.waker().wake_by_ref();
         return Poll::Pending;
     }
@@ -69,6 +70,7 @@ pub(super) fn spend() {
 pub(super) fn poll_proceed(cx: &mut Context<'_>) -> Poll<Restore> {
     CURRENT.with(|c| match c.get() {
         Some(0) => {
+            crate::context::count_forced_yield();
             cx.waker().wake_by_ref();
             Poll::Pending
         }

@@ -52,6 +52,7 @@ pub(super) fn poll_budget(cx: &mut Context<'_>) -> Poll<()> {
     if tokio_coop::has_budget_remaining() {
         return Poll::Ready(());
     }
+    crate::context::count_forced_yield();
     cx.waker().wake_by_ref();
     Poll::Pending
 }
@@ -77,6 +78,7 @@ pub(super) fn poll_proceed(cx: &mut Context<'_>) -> Poll<Restore> {
             progress: Cell::new(false),
         }),
         Poll::Pending => {
+            crate::context::count_forced_yield();
             cx.waker().wake_by_ref();
             Poll::Pending
         }

@@ -57,7 +57,7 @@ pub(crate) struct Inner {
     registrations: Mutex<Registrations>,
     timers: Mutex<TimerQueue>,
     park: ParkState,
-    metrics: ReactorMetrics,
+    pub(crate) metrics: ReactorMetrics,
     shutdown: AtomicBool,
     precise: AtomicBool,
     index: usize,

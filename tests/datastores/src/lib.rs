@@ -1,4 +1,5 @@
-//! Private PostgreSQL and Redis servers on loopback, for the service's tests and benchmark.
+//! Private PostgreSQL, Redis and Prometheus servers on loopback, for the service's tests and
+//! benchmark and the tests of weir's Prometheus export ([`prometheus`]).
 //!
 //! [`Datastores::start`] makes a PostgreSQL cluster with `initdb` in a fresh temporary
 //! directory (its own port on 127.0.0.1, its unix socket in that directory, fsync off), creates
@@ -10,6 +11,8 @@
 //!
 //! When a binary is missing, starting returns [`Error::Skip`] with the reason, so that a test
 //! can print it and pass.
+
+pub mod prometheus;
 
 use std::ffi::CString;
 use std::fmt;

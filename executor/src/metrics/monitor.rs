@@ -1,0 +1,277 @@
+//! The runtime's monitor thread: it reports stalls in progress and writes task dumps on a
+//! signal. One per runtime, started by `Builder::build` when stall detection or the dump
+//! signal is on, stopped at shutdown.
+//!
+//! # Stalls
+//!
+//! Each worker publishes the poll it is in (`recorder::CurrentPoll`: a marker, the task's id
+//! and spawn location), which it does anyway for the metrics; the monitor looks every quarter
+//! of the threshold. A poll whose marker it keeps seeing, and that has run for the threshold,
+//! is reported once (`weir::stall`, warn): the worker, the task's id, name (looked up in the
+//! task list under its shard lock: the monitor never follows a pointer into a task that may
+//! be freed meanwhile) and spawn location, how long so far and, with
+//! `Builder::stall_backtrace`, the worker thread's backtrace. Its end is reported by the
+//! worker when the poll returns (`worker/stall.rs`), with the total. Where polls are not timed
+//! (no usable cycle counter), the marker is the worker's poll count, the monitor measures a
+//! stall from when it first saw the poll, and it reports the end itself.
+//!
+//! The workers pay nothing for this beyond publishing their poll: no clock read, no syscall,
+//! no shared write. The monitor costs a wake-up per quarter threshold (40 per second at the
+//! default 100 ms) and a few loads per worker each time.
+
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use super::{backtrace, dump};
+use crate::recorder::{StallNote, ticks};
+use crate::shared::Shared;
+
+/// How often the monitor looks when only the dump signal needs it.
+const DUMP_ONLY_PERIOD: Duration = Duration::from_millis(100);
+
+/// What `Builder::build` asks of the monitor.
+pub(crate) struct MonitorConfig {
+    pub(crate) stall_backtrace: bool,
+    pub(crate) dump_signal: Option<i32>,
+    pub(crate) thread_name: String,
+}
+
+/// The running monitor thread; stopping it is the runtime's shutdown's job.
+pub(crate) struct Monitor {
+    thread: Option<JoinHandle<()>>,
+    stop: Arc<AtomicBool>,
+    signal: Option<signal_hook_registry::SigId>,
+}
+
+/// The `runtime` field of reports: the runtime's name, else its id.
+pub(crate) fn runtime_label(shared: &Shared) -> String {
+    shared
+        .config
+        .name
+        .clone()
+        .unwrap_or_else(|| shared.id.to_string())
+}
+
+/// `true` for the signals a dump handler may not take.
+pub(crate) fn forbidden_signal(sig: i32) -> bool {
+    sig <= 0
+        || sig > libc::SIGRTMAX()
+        || signal_hook_registry::FORBIDDEN.contains(&sig)
+        || [libc::SIGBUS, libc::SIGSEGV, libc::SIGFPE, libc::SIGILL].contains(&sig)
+}
+
+impl Monitor {
+    /// Starts the monitor if `shared`'s runtime needs one.
+    pub(crate) fn start(shared: &Arc<Shared>, cfg: MonitorConfig) -> io::Result<Option<Monitor>> {
+        let stall = shared.config.timing.stall;
+        if stall.is_none() && cfg.dump_signal.is_none() {
+            return Ok(None);
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let dump_requested = Arc::new(AtomicBool::new(false));
+        let signal = match cfg.dump_signal {
+            Some(sig) => {
+                let flag = dump_requested.clone();
+                // SAFETY: the action only stores to an atomic, which is async-signal-safe;
+                // `Builder::build` refused the signals that report faults.
+                let id = unsafe {
+                    signal_hook_registry::register(sig, move || flag.store(true, Ordering::Relaxed))
+                }
+                .map_err(|e| {
+                    io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!("invalid weir runtime configuration: dump_on_signal = {sig}: {e}"),
+                    )
+                })?;
+                Some(id)
+            }
+            None => None,
+        };
+        if cfg.stall_backtrace && stall.is_some() {
+            backtrace::install();
+        }
+        let watcher = Watcher {
+            runtime: runtime_label(shared),
+            shared: shared.clone(),
+            stop: stop.clone(),
+            dump_requested,
+            backtraces: cfg.stall_backtrace,
+            seen: vec![Seen::default(); shared.remotes.len()],
+        };
+        let period = stall.map_or(DUMP_ONLY_PERIOD, |t| {
+            (t / 4).clamp(Duration::from_millis(1), Duration::from_millis(250))
+        });
+        let thread = thread::Builder::new()
+            .name(cfg.thread_name)
+            .spawn(move || watcher.run(period));
+        match thread {
+            Ok(t) => Ok(Some(Monitor {
+                thread: Some(t),
+                stop,
+                signal,
+            })),
+            Err(e) => {
+                if let Some(id) = signal {
+                    signal_hook_registry::unregister(id);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Stops the monitor and waits for it (it never blocks for long: one look at the
+    /// workers, a backtrace's answer, a dump).
+    pub(crate) fn stop(&mut self) {
+        if let Some(id) = self.signal.take() {
+            signal_hook_registry::unregister(id);
+        }
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            if t.thread().id() != thread::current().id() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The monitor's view of one worker.
+#[derive(Clone, Copy, Default)]
+struct Seen {
+    /// The marker of the poll last seen (0: none).
+    marker: u64,
+    task: Option<u64>,
+    first_seen: Option<Instant>,
+    reported: bool,
+}
+
+struct Watcher {
+    shared: Arc<Shared>,
+    /// The runtime's name, else its id: the `runtime` field of reports.
+    runtime: String,
+    stop: Arc<AtomicBool>,
+    dump_requested: Arc<AtomicBool>,
+    backtraces: bool,
+    seen: Vec<Seen>,
+}
+
+impl Watcher {
+    fn run(mut self, period: Duration) {
+        while !self.stop.load(Ordering::Acquire) && !self.shared.is_shutdown() {
+            thread::park_timeout(period);
+            if let Some(threshold) = self.shared.config.timing.stall {
+                for worker in 0..self.seen.len() {
+                    self.look(worker, threshold);
+                }
+            }
+            if self.dump_requested.swap(false, Ordering::Relaxed) {
+                let dump = dump::take(&self.shared);
+                tracing::info!(
+                    target: "weir::dump",
+                    runtime = %self.runtime,
+                    tasks = dump.tasks.len(),
+                    "{dump}"
+                );
+            }
+        }
+    }
+
+    /// One look at `worker`'s current poll.
+    fn look(&mut self, worker: usize, threshold: Duration) {
+        let timed = self.shared.config.timing.polls;
+        let m = &self.shared.remotes[worker].metrics;
+        let now = Instant::now();
+        let current = m.current.read();
+        let seen = &mut self.seen[worker];
+        let same = current.is_some_and(|p| p.marker == seen.marker);
+        if !same {
+            if !timed && seen.reported {
+                // Polls are not timed: the worker cannot tell a stall's end; report it here.
+                let total = seen.first_seen.map_or(Duration::ZERO, |t| now - t);
+                m.stalls
+                    .record(u64::try_from(total.as_nanos()).unwrap_or(u64::MAX));
+                let label = m.stall_note.lock().take().and_then(|n| n.task);
+                crate::worker::report_stall_end(
+                    &self.shared,
+                    worker,
+                    seen.task,
+                    label.as_ref(),
+                    total,
+                    true,
+                );
+            }
+            *seen = match current {
+                Some(p) => Seen {
+                    marker: p.marker,
+                    task: p.task,
+                    first_seen: Some(now),
+                    reported: false,
+                },
+                None => Seen::default(),
+            };
+        }
+        let Some(p) = current else { return };
+        if seen.reported {
+            return;
+        }
+        let elapsed = if timed {
+            Duration::from_nanos(ticks::ns_between(p.marker, ticks::now()))
+        } else {
+            seen.first_seen.map_or(Duration::ZERO, |t| now - t)
+        };
+        if elapsed < threshold {
+            return;
+        }
+        seen.reported = true;
+        let label = p.task.and_then(|id| self.shared.owned.label(id));
+        let (task_name, spawned_at) = crate::worker::describe_stalled_task(p.task, label.as_ref());
+        // Noted before the report is written, so that the worker's report of the end, which
+        // may come at any moment now, names the task as this one does.
+        *m.stall_note.lock() = Some(StallNote {
+            marker: p.marker,
+            task: label.clone(),
+        });
+        let message = "stall: a task has not yielded its worker for the stall threshold: it \
+             blocks, or computes without reaching an .await that returns Pending, and every \
+             task queued on this worker waits";
+        if self.backtraces {
+            let trace = match backtrace::capture(m.pthread.load(Ordering::Relaxed)) {
+                Ok(addrs) => backtrace::format(&addrs),
+                Err(why) => format!("unavailable: {why}"),
+            };
+            tracing::warn!(
+                target: "weir::stall",
+                runtime = %self.runtime,
+                worker,
+                task_id = p.task.unwrap_or(0),
+                task_name,
+                spawned_at = %spawned_at,
+                elapsed = ?elapsed,
+                threshold = ?threshold,
+                backtrace = %trace,
+                "{message}"
+            );
+        } else {
+            tracing::warn!(
+                target: "weir::stall",
+                runtime = %self.runtime,
+                worker,
+                task_id = p.task.unwrap_or(0),
+                task_name,
+                spawned_at = %spawned_at,
+                elapsed = ?elapsed,
+                threshold = ?threshold,
+                "{message}"
+            );
+        }
+    }
+}
