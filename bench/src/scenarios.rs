@@ -23,6 +23,7 @@ use crate::model::{
 };
 use crate::report;
 
+mod contention;
 mod echo;
 mod http;
 mod idle;
@@ -42,7 +43,7 @@ use measuring::{Measured, add_costs, measure, start_server_on};
 use wrk::{WrkResult, have_wrk, run_wrk};
 
 /// All scenarios, in run order.
-const SCENARIOS: [&str; 11] = [
+const SCENARIOS: [&str; 13] = [
     "echo",
     "pingpong",
     "medium-load",
@@ -51,13 +52,15 @@ const SCENARIOS: [&str; 11] = [
     "pipes",
     "timers",
     "idle",
+    "contention",
+    "epoll-costs",
     "service",
     "service-2w",
     "instructions",
 ];
 
 const USAGE: &str = "usage: weir-bench [SCENARIO…] [--quick] [--out DIR] [--rounds N] [--rate REQ_PER_S] [--no-napi] [--contenders NAME,…]
-scenarios: echo pingpong medium-load pinned http pipes timers idle service service-2w instructions (default: all)";
+scenarios: echo pingpong medium-load pinned http pipes timers idle contention epoll-costs service service-2w instructions (default: all)";
 
 /// Command-line options.
 #[derive(Debug)]
@@ -539,6 +542,8 @@ pub(crate) fn main(args: &[String]) -> ! {
             "pipes" => pipes::pipes(&mut ctx),
             "timers" => timers::timers(&mut ctx),
             "idle" => idle::idle(&mut ctx),
+            "contention" => contention::contention(&mut ctx),
+            "epoll-costs" => contention::epoll_costs(&mut ctx),
             "service" => service::service(&mut ctx),
             "service-2w" => service::service_2w(&mut ctx),
             "instructions" => instructions::instructions(&mut ctx),

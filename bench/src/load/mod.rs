@@ -15,6 +15,7 @@ use std::io;
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
+mod churn;
 mod closed;
 mod idle;
 mod open;
@@ -214,6 +215,8 @@ pub(crate) fn open_loop(
 pub(crate) fn idle_connect(addr: SocketAddr, n: usize) -> io::Result<Vec<TcpStream>> {
     idle::run(addr, n)
 }
+
+pub(crate) use churn::{ChurnConfig, hold_idle, run as churn};
 
 /// `weir-bench load …`: the open-loop HTTP generator on its own (see the crate docs).
 pub(crate) fn cli(args: &[String]) -> ! {
