@@ -56,6 +56,8 @@ pub(crate) struct ReactorMetrics {
     pub(crate) unparks_running: Counter,
     /// Any thread: I/O events of this reactor collected by another worker (I/O stealing).
     pub(crate) events_stolen: Counter,
+    /// Registrations another thread handed to the owner, made by the owner.
+    pub(crate) registrations_handed: Counter,
 }
 
 /// A snapshot of one reactor's counters.
@@ -98,6 +100,10 @@ pub struct ReactorStats {
     /// I/O events of this reactor that an idle worker collected and ran while this reactor's
     /// owner was busy (I/O stealing); not included in `events`.
     pub events_stolen: u64,
+    /// Registrations other threads handed to this reactor (connections accepted on another
+    /// worker and placed here) that the owner made itself, so that the accepting worker did
+    /// not wait for this reactor's epoll.
+    pub registrations_handed: u64,
     /// Registered fds right now.
     pub registrations: u64,
     /// Armed timers right now.
@@ -127,6 +133,7 @@ impl ReactorMetrics {
             wakes_sent: self.wakes_sent.get(),
             unparks_running: self.unparks_running.get(),
             events_stolen: self.events_stolen.get(),
+            registrations_handed: self.registrations_handed.get(),
             registrations,
             timers_armed,
         }
