@@ -129,7 +129,7 @@ impl ReactorHandle {
         ahead: bool,
     ) -> io::Result<(Arc<ScheduledIo>, u64, Option<Ahead>)> {
         let inner = &*self.inner;
-        let (io, tok) = inner.registrations.lock().insert()?;
+        let (io, tok) = self.insert_entry()?;
         let registered = if ahead {
             inner.registry.register_ahead(fd, tok, interest)
         } else {
@@ -142,6 +142,23 @@ impl ReactorHandle {
                 Err(e)
             }
         }
+    }
+
+    /// A new entry in the slab; keeps `Inner::registered` in step.
+    fn insert_entry(&self) -> io::Result<(Arc<ScheduledIo>, u64)> {
+        let mut regs = self.inner.registrations.lock();
+        let entry = regs.insert()?;
+        self.inner.registered.store(regs.len(), Ordering::Relaxed);
+        Ok(entry)
+    }
+
+    /// Frees the entry of `tok` (see [`Registrations::remove`]); keeps `Inner::registered` in
+    /// step.
+    fn remove_entry(&self, tok: u64) -> Option<Arc<ScheduledIo>> {
+        let mut regs = self.inner.registrations.lock();
+        let removed = regs.remove(tok);
+        self.inner.registered.store(regs.len(), Ordering::Relaxed);
+        removed
     }
 
     /// [`add_source`](Self::add_source) for a socket that another thread hands to this
@@ -166,7 +183,7 @@ impl ReactorHandle {
         if inner.backend != crate::Backend::Epoll || self.is_owned_by_current_thread() {
             return self.add_source(fd, interest, ahead);
         }
-        let (io, token) = inner.registrations.lock().insert()?;
+        let (io, token) = self.insert_entry()?;
         {
             let mut handed = inner.handed.lock();
             handed.push(Handed {
@@ -196,7 +213,7 @@ impl ReactorHandle {
             if let Err(e) = inner.registry.register(h.fd, h.token, h.interest) {
                 tracing::warn!(target: "weir::reactor", fd = h.fd, error = %e,
                     "registering a handed-over socket failed; its I/O fails");
-                let removed = inner.registrations.lock().remove(h.token);
+                let removed = self.remove_entry(h.token);
                 if let Some(io) = removed {
                     io.shutdown();
                 }
@@ -244,7 +261,7 @@ impl ReactorHandle {
 
     pub(crate) fn remove_source(&self, tok: u64) {
         // Dropped after the lock is released.
-        let removed = self.inner.registrations.lock().remove(tok);
+        let removed = self.remove_entry(tok);
         drop(removed);
     }
 }
