@@ -159,7 +159,8 @@ pub(super) fn contention(ctx: &mut Ctx) -> ScenarioResult {
         }
         let readings = agent.map(agent::Agent::stop).transpose()?;
         // Every idle connection must still be open (hyper closes none within a round).
-        let live = server.stats()?.get("live").copied().unwrap_or(0.0);
+        let stats = server.stats()?;
+        let live = stats.get("live").copied().unwrap_or(0.0);
         drop(idle);
         server.stop()?;
 
@@ -194,6 +195,10 @@ pub(super) fn contention(ctx: &mut Ctx) -> ScenarioResult {
         ins(&mut m, "late_sends", r.late_sends as f64);
         ins(&mut m, "max_send_lag_us", r.max_send_lag_ns as f64 / 1e3);
         ins(&mut m, "idle_live", live);
+        // weir: accepted connections whose registration the worker they were placed on made.
+        if let (Some(h), Some(a)) = (stats.get("registrations_handed"), stats.get("accepted")) {
+            ins(&mut m, "handed_pct", h * 100.0 / a.max(1.0));
+        }
         add_costs(&mut m.metrics, &w, done, "req");
         if let Some(readings) = readings {
             agent_metrics(&mut m, &readings, window);
