@@ -122,8 +122,8 @@ impl TcpStream {
     }
 
     /// Wraps a socket accepted with `accept4(SOCK_NONBLOCK)`. On a worker of a multi-worker
-    /// runtime it is registered with the worker's reactor that has the fewest registrations
-    /// (the accepting worker's on a tie; `weir_executor::placement`), so that a listener's
+    /// runtime it is registered with the less loaded of two reactors, the accepting worker's
+    /// and a peer's in turn (`weir_executor::placement`), so that a listener's
     /// connections spread over every worker's epoll; the connection's task moves to that worker
     /// at its first wake-up (a task woken by a worker's reactor is queued on that worker).
     /// Elsewhere it is registered with the current reactor.
