@@ -253,7 +253,9 @@ impl ReactorHandle {
 
     pub(crate) fn deregister_source(&self, fd: RawFd) -> io::Result<()> {
         // Taken back before the owner made it: there is nothing to remove from the epoll.
-        match self.with_handed(fd, |handed, i| drop(handed.swap_remove(i))) {
+        match self.with_handed(fd, |handed, i| {
+            handed.swap_remove(i);
+        }) {
             Some(()) => Ok(()),
             None => self.inner.registry.deregister(fd),
         }
