@@ -25,6 +25,7 @@ use crate::model::{
 };
 use crate::report;
 
+mod contention;
 mod echo;
 mod http;
 mod idle;
@@ -49,7 +50,7 @@ type Run = fn(&mut Ctx) -> ScenarioResult;
 
 /// Every scenario, in run order: the name the command line takes, and the entry point. A new
 /// scenario is a file in `scenarios/` and one row here (see the README, "Adding a scenario").
-const SCENARIOS: [(&str, Run); 12] = [
+const SCENARIOS: [(&str, Run); 14] = [
     ("echo", echo::echo),
     ("pingpong", pingpong::pingpong),
     ("medium-load", medium_load::medium_load),
@@ -59,6 +60,8 @@ const SCENARIOS: [(&str, Run); 12] = [
     ("pipes", pipes::pipes),
     ("timers", timers::timers),
     ("idle", idle::idle),
+    ("contention", contention::contention),
+    ("epoll-costs", contention::epoll_costs),
     ("service", service::service),
     ("service-2w", service::service_2w),
     ("instructions", instructions::instructions),

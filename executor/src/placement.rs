@@ -8,17 +8,20 @@
 //!   (round-robin), skipping those nobody turns right now (a worker stalled in
 //!   `block_in_place`).
 //! * **An accepted TCP connection** on a worker of a multi-worker runtime:
-//!   [`for_accepted_connection`] — the worker whose reactor has the fewest registrations (the
-//!   accepting worker's on a tie), so a listener's connections spread over every worker's
-//!   epoll; the connection's task follows at its first wake-up.
+//!   [`for_accepted_connection`] — of two reactors, the accepting worker's and one peer's (a
+//!   different peer each time), the one with fewer registrations (the accepting worker's on a
+//!   tie), so a listener's connections spread over every worker's epoll at a cost that does
+//!   not grow with the number of workers; the connection's task follows at its first
+//!   wake-up.
 //! * **A NIC receive queue (NAPI id)** seen by a `ShardedListener`: [`NapiOwners`] — a new id
 //!   goes to the worker owning the fewest ids, and keeps it.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
 use crate::context;
-use crate::shared::{Remote, Shared};
+use crate::shared::Shared;
 
 /// The reactor a thread uses for its timers and I/O while it is in the runtime of `shared`: a
 /// worker of that runtime its own; any other thread the next worker's in turn, skipping
@@ -41,36 +44,46 @@ pub(crate) fn reactor_for_thread(shared: &Shared) -> &weir_reactor::ReactorHandl
         .map_or(&shared.remotes[start % n].reactor, |r| &r.reactor)
 }
 
-/// For a connection accepted on a worker of a multi-worker runtime: the reactor with the fewest
-/// registrations, preferring the current worker's. `None` elsewhere (off the workers, or with a
-/// single worker), where the connection goes to the current reactor.
+/// For a connection accepted on a worker of a multi-worker runtime: the current worker's
+/// reactor, or the peer's whose turn it is if that one has fewer registrations. `None` elsewhere
+/// (off the workers, or with a single worker), where the connection goes to the current
+/// reactor.
 pub fn for_accepted_connection() -> Option<weir_reactor::ReactorHandle> {
     let me = context::current_worker_index()?;
     context::with_current(|shared| {
         let remotes = &shared?.remotes;
-        if remotes.len() < 2 {
+        if remotes.len() < 2 || me >= remotes.len() {
             return None;
         }
-        fewest_registrations(me, remotes).map(|r| r.reactor.clone())
+        let turn = NEXT_PEER.with(|t| {
+            let turn = t.get();
+            t.set(turn.wrapping_add(1));
+            turn
+        });
+        let w = two_choices(me, remotes.len(), turn, |w| {
+            remotes[w].reactor.registrations()
+        });
+        Some(remotes[w].reactor.clone())
     })
 }
 
-/// `remotes[me]` unless another worker's reactor has strictly fewer registrations (the first
-/// such with the fewest). `None` if `me` is not a worker of these.
-fn fewest_registrations(me: usize, remotes: &[Remote]) -> Option<&Remote> {
-    let mut best = remotes.get(me)?;
-    let mut best_count = best.reactor.registrations();
-    for (i, r) in remotes.iter().enumerate() {
-        if i == me {
-            continue;
-        }
-        let c = r.reactor.registrations();
-        if c < best_count {
-            best = r;
-            best_count = c;
-        }
-    }
-    Some(best)
+thread_local! {
+    /// The accepting thread's count of placed connections: which peer the next one is compared
+    /// with.
+    static NEXT_PEER: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Worker `me` of `n` (`n ≥ 2`), or peer number `turn` in the rotation of the others if its
+/// `count` is strictly lower.
+///
+/// Two reads of a registration count per accepted connection, however many workers there are:
+/// each count changes with every registration of its reactor, so reading all of them cost one
+/// cache miss per worker and per connection on the accepting core (and they were read under
+/// each reactor's lock). Each connection still goes to the less loaded of two reactors, and the
+/// rotation brings every peer in turn, which keeps the counts within a few of each other.
+fn two_choices(me: usize, n: usize, turn: usize, count: impl Fn(usize) -> usize) -> usize {
+    let peer = (me + 1 + turn % (n - 1)) % n;
+    if count(peer) < count(me) { peer } else { me }
 }
 
 /// NAPI id → owning worker, for NAPI-sharded accept (`weir_net::ShardedListener`).
@@ -135,6 +148,43 @@ impl NapiOwners {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn two_choices_take_the_lower_of_self_and_the_peer_in_turn() {
+        // Two workers: the peer is always the other one; ties stay home.
+        assert_eq!(two_choices(0, 2, 0, |w| [5, 4][w]), 1);
+        assert_eq!(two_choices(0, 2, 7, |w| [4, 4][w]), 0);
+        assert_eq!(two_choices(1, 2, 3, |w| [3, 4][w]), 0);
+        // Four workers: the peers of worker 1 in turn are 2, 3, 0, 2, …
+        let peers: Vec<usize> = (0..4)
+            .map(|t| two_choices(1, 4, t, |w| usize::from(w != 1)))
+            .collect();
+        assert_eq!(peers, [1, 1, 1, 1]);
+        let peers: Vec<usize> = (0..4)
+            .map(|t| two_choices(1, 4, t, |w| usize::from(w == 1)))
+            .collect();
+        assert_eq!(peers, [2, 3, 0, 2]);
+    }
+
+    /// Every connection accepted on one worker of eight, each placed by two choices: the
+    /// counts stay within a few of each other, from an even start and from a lopsided one.
+    #[test]
+    fn two_choices_keep_the_counts_even() {
+        for start in [[0usize; 8], [400, 0, 0, 0, 0, 0, 0, 0]] {
+            let mut counts = start;
+            for turn in 0..10_000 {
+                let w = two_choices(0, 8, turn, |w| counts[w]);
+                counts[w] += 1;
+                // Connections end too: the oldest worker's, in turn.
+                if turn % 3 == 0 {
+                    let w = turn / 3 % 8;
+                    counts[w] = counts[w].saturating_sub(1);
+                }
+            }
+            let (min, max) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
+            assert!(max - min <= 8, "{counts:?} from {start:?}");
+        }
+    }
 
     fn live(counts: &[u64]) -> impl Fn(usize) -> u64 + '_ {
         |w| counts[w]

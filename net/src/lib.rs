@@ -1,8 +1,8 @@
 //! weir's network types: TCP, UDP and Unix-domain sockets whose readiness comes from the
 //! reactor of the worker they were created on (except a [`TcpListener`]'s accepted
-//! connections, which a multi-worker runtime spreads to the worker whose reactor has the fewest
-//! registrations), and [`ShardedListener`], which serves one address on every worker and keeps
-//! each NAPI id (NIC receive queue) on one worker.
+//! connections, which a multi-worker runtime spreads over its workers' reactors, each going to
+//! the less loaded of two), and [`ShardedListener`], which serves one address on every worker
+//! and keeps each NAPI id (NIC receive queue) on one worker.
 //!
 //! The API follows tokio's `tokio::net` names and semantics, so porting is mechanical.
 //! Every stream type implements `futures_io::AsyncRead`/`AsyncWrite`; with feature `tokio-io`

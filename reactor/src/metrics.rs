@@ -72,6 +72,8 @@ pub(crate) struct ReactorMetrics {
     /// Any thread with this reactor current: leaf operations that returned `Pending` for want
     /// of budget (`coop.rs`).
     pub(crate) budget_forced_yields: Counter,
+    /// Registrations another thread handed to the owner, made by the owner.
+    pub(crate) registrations_handed: Counter,
 }
 
 /// A snapshot of one reactor's counters.
@@ -117,6 +119,10 @@ pub struct ReactorStats {
     /// Leaf operations (I/O, timers, join handles) that returned `Pending` because their
     /// task had spent its cooperative budget, on threads where this reactor is current.
     pub budget_forced_yields: u64,
+    /// Registrations other threads handed to this reactor (connections accepted on another
+    /// worker and placed here) that the owner made itself, so that the accepting worker did
+    /// not wait for this reactor's epoll.
+    pub registrations_handed: u64,
     /// Registered fds right now.
     pub registrations: u64,
     /// Armed timers right now.
@@ -147,6 +153,7 @@ impl ReactorMetrics {
             unparks_running: self.unparks_running.get(),
             events_stolen: self.events_stolen.get(),
             budget_forced_yields: self.budget_forced_yields.get(),
+            registrations_handed: self.registrations_handed.get(),
             registrations,
             timers_armed,
         }

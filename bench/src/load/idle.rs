@@ -41,7 +41,7 @@ fn connect_and_ping(addr: SocketAddr) -> io::Result<TcpStream> {
 
 /// Makes sure this process may hold `n` more descriptors: raises the RLIMIT_NOFILE soft limit
 /// as far as it goes, and fails if even that is too low.
-fn ensure_fd_limit(n: usize) -> io::Result<()> {
+pub(super) fn ensure_fd_limit(n: usize) -> io::Result<()> {
     let open = std::fs::read_dir("/proc/self/fd")
         .map(|d| d.count() as u64)
         .unwrap_or(FD_HEADROOM);

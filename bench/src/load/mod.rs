@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
+mod churn;
 mod closed;
 mod idle;
 mod open;
@@ -235,6 +236,7 @@ pub(crate) struct LoadArgs {
     #[arg(long)]
     cpu: Option<usize>,
 }
+pub(crate) use churn::{ChurnConfig, hold_idle, run as churn};
 
 /// `weir-bench load …`: the open-loop HTTP generator on its own (see the crate docs).
 pub(crate) fn cli(a: &LoadArgs) -> ! {

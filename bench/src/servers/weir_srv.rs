@@ -193,7 +193,7 @@ where
 
 /// Adds the runtime's counters, summed over workers, to a STATS object.
 fn runtime_stats(metrics: &RuntimeMetrics, stats: &mut Stats) {
-    let mut sum = [0u64; 15];
+    let mut sum = [0u64; 16];
     for w in metrics.workers() {
         let r = &w.reactor;
         let values = [
@@ -212,6 +212,7 @@ fn runtime_stats(metrics: &RuntimeMetrics, stats: &mut Stats) {
             w.spins_gave_up,
             w.io_steals,
             r.events_stolen,
+            r.registrations_handed,
         ];
         for (s, v) in sum.iter_mut().zip(values) {
             *s += v;
@@ -233,6 +234,7 @@ fn runtime_stats(metrics: &RuntimeMetrics, stats: &mut Stats) {
         "spins_gave_up",
         "io_steals",
         "events_stolen",
+        "registrations_handed",
     ];
     for (k, v) in keys.into_iter().zip(sum) {
         super::put(stats, k, v);

@@ -103,3 +103,9 @@ impl Epoll {
         }
     }
 }
+
+impl AsRawFd for Epoll {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}

@@ -1,5 +1,6 @@
-//! Sockets: a listener, `accept4` with its outcomes named, and one nonblocking `send` or `recv`
-//! (a single syscall each, so the raw servers' fast path is exactly one call).
+//! Sockets: a listener, `accept4` with its outcomes named, a nonblocking `connect`, and one
+//! nonblocking `send` or `recv` (a single syscall each, so the raw servers' fast path is
+//! exactly one call).
 
 use std::io;
 use std::mem::size_of;
@@ -184,4 +185,73 @@ pub(crate) fn send(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
     } else {
         Ok(n as usize)
     }
+}
+
+/// A new non-blocking, close-on-exec TCP socket (TCP_NODELAY on) that has started connecting
+/// to `addr`: `connect(2)` returned at once, with the handshake done or still in progress
+/// (`EINPROGRESS`); the socket reports writable when it completes (or an error when it fails).
+pub(crate) fn connect_nonblocking(addr: SocketAddr) -> io::Result<OwnedFd> {
+    let family = if addr.is_ipv4() {
+        libc::AF_INET
+    } else {
+        libc::AF_INET6
+    };
+    // SAFETY: plain syscall with constant arguments; no pointers.
+    let fd = check(unsafe {
+        libc::socket(
+            family,
+            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+    })?;
+    // SAFETY: `fd` was just returned by socket(2) and is owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    setsockopt_int(fd.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_NODELAY, 1)?;
+    let (storage, len) = sockaddr_of(addr);
+    // SAFETY: the address pointer and length describe the initialised prefix of `storage`,
+    // which lives across the call.
+    let rc = unsafe { libc::connect(fd.as_raw_fd(), (&raw const storage).cast(), len) };
+    if rc < 0 {
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EINPROGRESS) {
+            return Err(err);
+        }
+    }
+    Ok(fd)
+}
+
+/// `addr` as a `sockaddr_storage` and the length of its initialised prefix.
+fn sockaddr_of(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: sockaddr_storage is plain old data; all zeroes is a valid (unspecified) value.
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let len = match addr {
+        SocketAddr::V4(a) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from_ne_bytes(a.ip().octets()),
+                },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: sockaddr_storage is larger than and suitably aligned for sockaddr_in.
+            unsafe { (&raw mut storage).cast::<libc::sockaddr_in>().write(sin) };
+            size_of::<libc::sockaddr_in>()
+        }
+        SocketAddr::V6(a) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: a.flowinfo(),
+                sin6_addr: libc::in6_addr {
+                    s6_addr: a.ip().octets(),
+                },
+                sin6_scope_id: a.scope_id(),
+            };
+            // SAFETY: sockaddr_storage is larger than and suitably aligned for sockaddr_in6.
+            unsafe { (&raw mut storage).cast::<libc::sockaddr_in6>().write(sin6) };
+            size_of::<libc::sockaddr_in6>()
+        }
+    };
+    (storage, len as libc::socklen_t)
 }

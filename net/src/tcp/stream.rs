@@ -122,14 +122,21 @@ impl TcpStream {
     }
 
     /// Wraps a socket accepted with `accept4(SOCK_NONBLOCK)`. On a worker of a multi-worker
-    /// runtime it is registered with the worker's reactor that has the fewest registrations
-    /// (the accepting worker's on a tie; `weir_executor::placement`), so that a listener's
+    /// runtime it is registered with the less loaded of two reactors, the accepting worker's
+    /// and a peer's in turn (`weir_executor::placement`), so that a listener's
     /// connections spread over every worker's epoll; the connection's task moves to that worker
     /// at its first wake-up (a task woken by a worker's reactor is queued on that worker).
     /// Elsewhere it is registered with the current reactor.
+    ///
+    /// Placed on another worker, the socket's `epoll_ctl` is that worker's to make
+    /// ([`AsyncFd::handed_over`]): the accepting worker never waits for another worker's epoll.
     pub(crate) fn from_accepted(std: std::net::TcpStream) -> io::Result<TcpStream> {
         match weir_executor::placement::for_accepted_connection() {
-            Some(h) => TcpStream::register(std, Some(&h)),
+            Some(h) => {
+                let interest = Interest::READABLE | Interest::WRITABLE;
+                let io = AsyncFd::handed_over(std, interest, &h)?;
+                Ok(TcpStream { io })
+            }
             None => TcpStream::register(std, None),
         }
     }

@@ -19,7 +19,7 @@
 use std::fmt;
 use std::io;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
@@ -42,8 +42,8 @@ mod wait;
 
 use clock::Clock;
 pub use nested::{NestTimer, NestedPark};
-use registrations::Registrations;
 pub(crate) use registrations::gone;
+use registrations::{Handed, Registrations};
 pub use scheduled_io::ReadyEvent;
 pub(crate) use scheduled_io::ScheduledIo;
 use timer_queue::TimerQueue;
@@ -60,6 +60,20 @@ pub(crate) struct Inner {
     pub(crate) metrics: ReactorMetrics,
     shutdown: AtomicBool,
     precise: AtomicBool,
+    /// The owner is inside a turn (its backend wait, or the work around it). Thieves leave such
+    /// a reactor alone: an owner that is slow to come back from its epoll call is held by the
+    /// epoll's mutex (a reader of its fdinfo, say), and a thief's `epoll_wait` on that epoll
+    /// would wait for the same mutex.
+    turning: AtomicBool,
+    /// Registrations other threads handed to the owner ([`ReactorHandle::add_source_handed`]),
+    /// made by the owner at its next turn, under this lock: a deregistration, which looks here
+    /// first, either takes one back before it is made or finds it made.
+    handed: Mutex<Vec<Handed>>,
+    /// `handed.len()`, read without the lock.
+    handed_len: AtomicUsize,
+    /// `registrations.len()`, read without the lock: placement compares reactors by it for
+    /// every accepted connection.
+    registered: AtomicUsize,
     index: usize,
     /// The owner's last clock reading (ns since the timer base), taken when it expired timers.
     /// A deadline at or before it has certainly passed.
@@ -133,6 +147,10 @@ impl Driver {
             metrics: ReactorMetrics::default(),
             shutdown: AtomicBool::new(false),
             precise: AtomicBool::new(precise),
+            turning: AtomicBool::new(false),
+            handed: Mutex::new(Vec::new()),
+            handed_len: AtomicUsize::new(0),
+            registered: AtomicUsize::new(0),
             index: cfg.index,
             clock_ns: AtomicU64::new(0),
             clock,
@@ -272,9 +290,9 @@ impl ReactorHandle {
         self.inner.park.is_parked()
     }
 
-    /// How many fds are registered with this reactor right now.
+    /// How many fds are registered with this reactor right now (one atomic load: no lock).
     pub fn registrations(&self) -> usize {
-        self.inner.registrations.lock().len()
+        self.inner.registered.load(Ordering::Relaxed)
     }
 
     /// A snapshot of this reactor's counters.
@@ -318,6 +336,7 @@ impl ReactorHandle {
             return;
         }
         let entries = inner.registrations.lock().shut_down();
+        inner.registered.store(0, Ordering::Relaxed);
         for io in entries {
             io.shutdown();
         }

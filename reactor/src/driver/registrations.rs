@@ -9,6 +9,7 @@
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::task::Waker;
 
 use slab::Slab;
@@ -113,6 +114,13 @@ impl Registrations {
     }
 }
 
+/// A registration handed to the reactor's owner by another thread: the owner makes it.
+pub(super) struct Handed {
+    fd: RawFd,
+    token: u64,
+    interest: Interest,
+}
+
 impl ReactorHandle {
     pub(crate) fn add_source(
         &self,
@@ -121,7 +129,7 @@ impl ReactorHandle {
         ahead: bool,
     ) -> io::Result<(Arc<ScheduledIo>, u64, Option<Ahead>)> {
         let inner = &*self.inner;
-        let (io, tok) = inner.registrations.lock().insert()?;
+        let (io, tok) = self.insert_entry()?;
         let registered = if ahead {
             inner.registry.register_ahead(fd, tok, interest)
         } else {
@@ -136,22 +144,126 @@ impl ReactorHandle {
         }
     }
 
+    /// A new entry in the slab; keeps `Inner::registered` in step.
+    fn insert_entry(&self) -> io::Result<(Arc<ScheduledIo>, u64)> {
+        let mut regs = self.inner.registrations.lock();
+        let entry = regs.insert()?;
+        self.inner.registered.store(regs.len(), Ordering::Relaxed);
+        Ok(entry)
+    }
+
+    /// Frees the entry of `tok` (see [`Registrations::remove`]); keeps `Inner::registered` in
+    /// step.
+    fn remove_entry(&self, tok: u64) -> Option<Arc<ScheduledIo>> {
+        let mut regs = self.inner.registrations.lock();
+        let removed = regs.remove(tok);
+        self.inner.registered.store(regs.len(), Ordering::Relaxed);
+        removed
+    }
+
+    /// [`add_source`](Self::add_source) for a socket that another thread hands to this
+    /// reactor (an accepted connection placed on another worker): on the epoll backend, called
+    /// from any thread but the owner's, the registration's entry is made at once and the
+    /// `epoll_ctl` is left to the owner, which makes it at its next turn (woken if parked).
+    /// The caller thus never waits for another worker's epoll: `epoll_ctl` takes the epoll's
+    /// mutex, which a reader of its `/proc/PID/fdinfo` holds for as long as it prints every
+    /// registration. The owner's `ADD` reports the readiness the socket already has (its
+    /// registration is edge-triggered), so nothing that arrived meanwhile is lost.
+    ///
+    /// Elsewhere (on the owner's thread, on other backends) it is `add_source`. An `epoll_ctl`
+    /// error of the owner's (out of memory, `max_user_watches`) is logged and shuts the
+    /// registration down: its operations fail as on a reactor that has shut down.
+    pub(crate) fn add_source_handed(
+        &self,
+        fd: RawFd,
+        interest: Interest,
+        ahead: bool,
+    ) -> io::Result<(Arc<ScheduledIo>, u64, Option<Ahead>)> {
+        let inner = &*self.inner;
+        if inner.backend != crate::Backend::Epoll || self.is_owned_by_current_thread() {
+            return self.add_source(fd, interest, ahead);
+        }
+        let (io, token) = self.insert_entry()?;
+        {
+            let mut handed = inner.handed.lock();
+            handed.push(Handed {
+                fd,
+                token,
+                interest,
+            });
+            inner.handed_len.store(handed.len(), Ordering::SeqCst);
+        }
+        self.unpark();
+        Ok((io, token, None))
+    }
+
+    /// The owner: makes the registrations handed to it (see
+    /// [`add_source_handed`](Self::add_source_handed)).
+    pub(super) fn make_handed(&self) {
+        let inner = &*self.inner;
+        if inner.handed_len.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        let mut handed = inner.handed.lock();
+        inner
+            .metrics
+            .registrations_handed
+            .add_owner(handed.len() as u64);
+        for h in handed.drain(..) {
+            if let Err(e) = inner.registry.register(h.fd, h.token, h.interest) {
+                tracing::warn!(target: "weir::reactor", fd = h.fd, error = %e,
+                    "registering a handed-over socket failed; its I/O fails");
+                let removed = self.remove_entry(h.token);
+                if let Some(io) = removed {
+                    io.shutdown();
+                }
+            }
+        }
+        inner.handed_len.store(0, Ordering::SeqCst);
+    }
+
+    /// Runs `f` on the handed registration of `fd` if it is still waiting for the owner.
+    fn with_handed<R>(&self, fd: RawFd, f: impl FnOnce(&mut Vec<Handed>, usize) -> R) -> Option<R> {
+        let inner = &*self.inner;
+        if inner.handed_len.load(Ordering::SeqCst) == 0 {
+            return None;
+        }
+        let mut handed = inner.handed.lock();
+        let i = handed.iter().position(|h| h.fd == fd)?;
+        let r = f(&mut handed, i);
+        inner.handed_len.store(handed.len(), Ordering::SeqCst);
+        Some(r)
+    }
+
     pub(crate) fn reregister_source(
         &self,
         fd: RawFd,
         tok: u64,
         interest: Interest,
     ) -> io::Result<()> {
-        self.inner.registry.reregister(fd, tok, interest)
+        let pending = self.with_handed(fd, |handed, i| {
+            handed[i].token = tok;
+            handed[i].interest = interest;
+        });
+        match pending {
+            Some(()) => Ok(()),
+            None => self.inner.registry.reregister(fd, tok, interest),
+        }
     }
 
     pub(crate) fn deregister_source(&self, fd: RawFd) -> io::Result<()> {
-        self.inner.registry.deregister(fd)
+        // Taken back before the owner made it: there is nothing to remove from the epoll.
+        match self.with_handed(fd, |handed, i| {
+            handed.swap_remove(i);
+        }) {
+            Some(()) => Ok(()),
+            None => self.inner.registry.deregister(fd),
+        }
     }
 
     pub(crate) fn remove_source(&self, tok: u64) {
         // Dropped after the lock is released.
-        let removed = self.inner.registrations.lock().remove(tok);
+        let removed = self.remove_entry(tok);
         drop(removed);
     }
 }
@@ -159,6 +271,106 @@ impl ReactorHandle {
 /// The error of an operation on an I/O object whose reactor has shut down.
 pub(crate) fn gone() -> io::Error {
     io::Error::other("the weir reactor this I/O object was registered with has shut down")
+}
+
+/// Registrations handed to the owner: made at its turn, with the readiness the socket already
+/// had; taken back (deregistered) before that turn, never made.
+#[cfg(test)]
+mod handed_tests {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::net::UnixStream;
+
+    use crate::{Backend, Driver, DriverConfig, Interest, Ready};
+
+    fn epoll_driver() -> Option<Driver> {
+        let driver = Driver::new(&DriverConfig::default()).unwrap();
+        if driver.handle().backend() != Backend::Epoll {
+            eprintln!("skipped: the default backend here is not epoll (WEIR_BACKEND?)");
+            return None;
+        }
+        Some(driver)
+    }
+
+    #[test]
+    fn a_handed_registration_is_made_by_the_owner_at_its_turn() {
+        let Some(mut driver) = epoll_driver() else {
+            return;
+        };
+        let handle = driver.handle().clone();
+        let (mut peer, sock) = UnixStream::pair().unwrap();
+        peer.write_all(b"x").unwrap();
+        // This thread does not own the driver (it never entered it): the epoll_ctl waits.
+        let interest = Interest::READABLE | Interest::WRITABLE;
+        let (io, tok, ahead) = handle
+            .add_source_handed(sock.as_raw_fd(), interest, true)
+            .unwrap();
+        assert!(ahead.is_none());
+        assert_eq!(handle.registrations(), 1);
+        assert!(io.ready_now(Ready::READABLE).ready.is_empty());
+        assert_eq!(handle.stats().registrations_handed, 0);
+        driver.poll().unwrap();
+        assert_eq!(handle.stats().registrations_handed, 1);
+        // The owner's ADD reported the byte that was already there.
+        assert!(io.ready_now(Ready::READABLE).ready.is_readable());
+        handle.deregister_source(sock.as_raw_fd()).unwrap();
+        handle.remove_source(tok);
+        assert_eq!(handle.registrations(), 0);
+    }
+
+    #[test]
+    fn a_registration_taken_back_before_the_owners_turn_is_never_made() {
+        let Some(mut driver) = epoll_driver() else {
+            return;
+        };
+        let handle = driver.handle().clone();
+        let interest = Interest::READABLE;
+        let (_peer, sock) = UnixStream::pair().unwrap();
+        let fd = sock.as_raw_fd();
+        let (_, tok, _) = handle.add_source_handed(fd, interest, false).unwrap();
+        handle.deregister_source(fd).unwrap();
+        handle.remove_source(tok);
+        driver.poll().unwrap();
+        assert_eq!(handle.stats().registrations_handed, 0);
+        // Not in the epoll: a DEL of its own finds nothing.
+        let err = handle.inner.registry.deregister(fd).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
+        // Its number, closed and used again, can be handed again.
+        drop(sock);
+        let (mut peer, again) = UnixStream::pair().unwrap();
+        let (io, tok, _) = handle
+            .add_source_handed(again.as_raw_fd(), interest, false)
+            .unwrap();
+        peer.write_all(b"y").unwrap();
+        driver.poll().unwrap();
+        assert_eq!(handle.stats().registrations_handed, 1);
+        assert!(io.ready_now(Ready::READABLE).ready.is_readable());
+        handle.deregister_source(again.as_raw_fd()).unwrap();
+        handle.remove_source(tok);
+    }
+
+    /// On the owner's thread the registration is made at once.
+    #[test]
+    fn on_the_owners_thread_it_is_made_at_once() {
+        let Some(driver) = epoll_driver() else {
+            return;
+        };
+        let handle = driver.handle().clone();
+        let _owner = driver.enter();
+        let (_peer, sock) = UnixStream::pair().unwrap();
+        let (_, tok, _) = handle
+            .add_source_handed(sock.as_raw_fd(), Interest::READABLE, false)
+            .unwrap();
+        assert_eq!(
+            handle
+                .inner
+                .handed_len
+                .load(std::sync::atomic::Ordering::SeqCst),
+            0
+        );
+        handle.deregister_source(sock.as_raw_fd()).unwrap();
+        handle.remove_source(tok);
+    }
 }
 
 /// Random registrations, removals (by live or stale token) and event deliveries against a

@@ -5,6 +5,7 @@
 //! idle turn jumps the clock to the nearest timer instead of blocking.
 
 use std::io;
+use std::sync::atomic::Ordering;
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
@@ -13,7 +14,18 @@ use crate::metrics::event_bucket;
 use crate::min_wait::{self, WaitReport};
 
 impl Driver {
+    /// One turn: makes the registrations handed to the owner, then waits (see the module
+    /// docs). Thieves leave the reactor alone meanwhile (`Inner::turning`).
     pub(super) fn turn(&mut self, timeout: Option<Duration>) -> io::Result<usize> {
+        let inner = &self.handle.inner;
+        inner.turning.store(true, Ordering::Relaxed);
+        self.handle.make_handed();
+        let res = self.turn_once(timeout);
+        self.handle.inner.turning.store(false, Ordering::Relaxed);
+        res
+    }
+
+    fn turn_once(&mut self, timeout: Option<Duration>) -> io::Result<usize> {
         if self.handle.inner.clock.is_paused() {
             return self.turn_paused(timeout);
         }
@@ -121,6 +133,7 @@ impl Driver {
     /// [`turn`](Self::turn) on a paused clock: poll without blocking; when idle, jump the
     /// clock to the nearest timer instead of waiting for it (see [`park`](Self::park)).
     pub(super) fn turn_paused(&mut self, timeout: Option<Duration>) -> io::Result<usize> {
+        self.handle.make_handed();
         let (mut woken, _) = self.expire_timers();
         self.events.clear();
         let inner = &*self.handle.inner;

@@ -98,6 +98,24 @@ impl<T: AsRawFd> AsyncFd<T> {
         })
     }
 
+    /// Registers `inner`, a socket handed to the reactor of `handle` by another thread, as
+    /// [`Registration::handed_over`] does (with [`with_ahead`](Self::with_ahead)'s fast-path
+    /// hook).
+    ///
+    /// # Errors
+    /// As [`Registration::handed_over`].
+    pub fn handed_over(
+        inner: T,
+        interest: Interest,
+        handle: &ReactorHandle,
+    ) -> io::Result<AsyncFd<T>> {
+        let reg = Registration::handed_over(inner.as_raw_fd(), interest, handle)?;
+        Ok(AsyncFd {
+            reg,
+            inner: Some(inner),
+        })
+    }
+
     /// The inner value.
     pub fn get_ref(&self) -> &T {
         self.inner.as_ref().expect("inner taken only by into_inner")

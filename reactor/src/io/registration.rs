@@ -77,6 +77,31 @@ impl Registration {
         }
     }
 
+    /// [`with_ahead`](Self::with_ahead) for a socket handed to another worker's reactor (a
+    /// connection accepted here and placed there): from any thread but that reactor's owner,
+    /// on the epoll backend, the `epoll_ctl` is left to the owner, which makes it at its next
+    /// turn, so the caller never waits for another worker's epoll (whose mutex a reader of its
+    /// `/proc/PID/fdinfo` may hold for milliseconds). Readiness the socket already has is
+    /// reported once the owner has registered it.
+    ///
+    /// # Errors
+    /// When the reactor has shut down; on the owner's thread and other backends, as
+    /// [`new`](Self::new). A registration the owner then fails to make (out of memory, the
+    /// `max_user_watches` limit) is logged and shut down: its operations fail.
+    pub fn handed_over(
+        fd: RawFd,
+        interest: Interest,
+        handle: &ReactorHandle,
+    ) -> io::Result<Registration> {
+        let (shared, token, ahead) = handle.add_source_handed(fd, interest, true)?;
+        Ok(Registration {
+            handle: handle.clone(),
+            shared,
+            token,
+            ahead,
+        })
+    }
+
     fn build(
         fd: RawFd,
         interest: Interest,
