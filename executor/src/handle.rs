@@ -237,6 +237,7 @@ impl Handle {
     /// writes it through `tracing` on a signal.
     ///
     /// ```
+    /// # fn main() -> std::io::Result<()> {
     /// let rt = weir_executor::Builder::new_current_thread().build()?;
     /// rt.block_on(async {
     ///     let h = weir_executor::task::Builder::new()
@@ -250,7 +251,6 @@ impl Handle {
     ///     Ok::<(), std::io::Error>(())
     /// })
     /// # }
-    /// # fn main() {}
     /// ```
     pub fn dump(&self) -> TaskDump {
         crate::metrics::dump::take(&self.shared)
