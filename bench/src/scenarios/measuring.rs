@@ -118,7 +118,11 @@ pub(super) fn start_server(
     cont: &Contender,
     ns: Option<&Lab>,
 ) -> io::Result<(ServerProc, SocketAddr)> {
-    let mut args = vec!["--kind".to_string(), kind.to_string()];
+    // A contender that names its own `--kind` keeps it (as in `start_server_on`).
+    let mut args = Vec::new();
+    if !cont.args.contains(&"--kind") {
+        args.extend(["--kind".to_string(), kind.to_string()]);
+    }
     args.extend(to_args(cont.args));
     let (wrapper, ip) = match ns {
         Some(lab) => {
