@@ -124,7 +124,8 @@
 //!   not a task to weir either). Its wake-ups are not reported, so its wake counts stay zero;
 //! - timers report their duration when created and when reset, not each tick of an interval.
 //!
-//! Without the feature none of it is compiled in, and [`task::Builder`] keeps no name. With it,
+//! Without the feature none of it is compiled in ([`task::Builder`]'s names are still kept, for
+//! stall reports and task dumps). With it,
 //! each spawn creates a span and each poll and waker operation asks the subscriber whether it
 //! is interested, even when no console is attached.
 

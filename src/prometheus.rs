@@ -346,7 +346,7 @@ impl PromCollector for Collector {
             },
             PerWorker {
                 name: "weir_worker_overflows",
-                help: "Times the local queue overflowed into the inject queue.",
+                help: "Tasks queued to the worker's backlog because its local queue was full or the backlog held tasks.",
                 unit: None,
                 value: &|w| Value::Counter(w.overflows),
             },
@@ -382,7 +382,7 @@ impl PromCollector for Collector {
             },
             PerWorker {
                 name: "weir_worker_local_queue_depth",
-                help: "Tasks in the worker's local queue.",
+                help: "Tasks in the worker's local queue and its backlog.",
                 unit: None,
                 value: &|w| Value::Gauge(i64::try_from(w.local_queue_depth).unwrap_or(i64::MAX)),
             },

@@ -519,7 +519,7 @@ impl Builder {
     /// A task that blocks its worker thread — `std::thread::sleep`, a blocking syscall, a
     /// loop that never reaches an `.await` that returns `Pending` — holds up every task queued
     /// behind it on that worker. A monitor thread (one per runtime, waking every quarter of
-    /// the threshold) compares what the workers publish about their current poll; a poll that
+    /// the threshold, between 1 and 250 ms) compares what the workers publish about their current poll; a poll that
     /// has run for the threshold is reported once through `tracing` at warn level, target
     /// `weir::stall`, with the task's id, name, spawn location, the worker and how long so far;
     /// and again when it ends, with its total. Stalls are counted in
@@ -554,7 +554,8 @@ impl Builder {
     /// Writes a task dump ([`Handle::dump`](crate::Handle::dump)) through `tracing` (info
     /// level, target `weir::dump`) whenever the process receives signal `signal` (e.g.
     /// `libc::SIGUSR2`); `None` (the default) installs nothing. The handler only sets a
-    /// flag; the runtime's monitor thread takes the dump within a tenth of a second. Other
+    /// flag; the runtime's monitor thread takes the dump at its next wake-up (every quarter of
+    /// the stall threshold, between 1 and 250 ms; every 250 ms with stall detection off). Other
     /// handlers of the same signal (`weir::signal`'s too) keep working. Signals that cannot
     /// be caught, or that report faults (`SIGKILL`, `SIGSTOP`, `SIGSEGV`, `SIGBUS`, `SIGILL`,
     /// `SIGFPE`), fail the build.

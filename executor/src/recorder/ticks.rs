@@ -18,7 +18,7 @@
 //!
 //! Without an invariant counter ([`Source::OsClock`]) a reading is the OS clock itself, in
 //! nanoseconds; then the runtime does not time polls unless asked to
-//! (`Builder::metrics_poll_timing`), since that would be two vDSO calls per poll.
+//! (`Builder::time_polls`), since that would be two vDSO calls per poll.
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
