@@ -413,3 +413,49 @@ fn compat_threads_are_validated() {
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
     assert!(err.to_string().contains("tokio_compat_threads"), "{err}");
 }
+
+#[test]
+fn connections_placed_on_a_worker_parked_in_tokio_are_served() {
+    // Each connection's task answers, closes, and then holds its worker a moment: meanwhile
+    // the client connects again and the accepting worker places that connection on the busy
+    // worker (it has fewer registrations), which parks inside tokio right after. The
+    // registration handed to it must be made before that park, or nothing wakes it for the
+    // connection and the client waits until its read limit.
+    use std::io::{Read, Write};
+
+    let rt = Builder::new_multi_thread()
+        .workers(2)
+        .tokio_compat(true)
+        .busy_poll(Duration::ZERO)
+        .build()
+        .unwrap();
+    let listener = rt
+        .block_on(weir::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    rt.spawn(async move {
+        loop {
+            let (mut conn, _) = listener.accept().await.unwrap();
+            weir::spawn(async move {
+                use futures::io::{AsyncReadExt, AsyncWriteExt};
+                let mut byte = [0u8; 1];
+                if conn.read_exact(&mut byte).await.is_ok() {
+                    let _ = conn.write_all(&byte).await;
+                }
+                drop(conn);
+                // Not a yield: the worker stays awake, and not parked, for this long.
+                std::thread::sleep(Duration::from_millis(1));
+            });
+        }
+    });
+    for i in 0..200u32 {
+        let mut c = std::net::TcpStream::connect(addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let byte = [i as u8];
+        c.write_all(&byte).unwrap();
+        let mut back = [0u8; 1];
+        c.read_exact(&mut back)
+            .unwrap_or_else(|e| panic!("connection {i} was never served: {e}"));
+        assert_eq!(back, byte);
+    }
+}

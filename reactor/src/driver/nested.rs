@@ -55,6 +55,11 @@ impl Driver {
     /// On a paused clock an idle reactor advances the clock to its nearest timer here and
     /// returns `None`, as [`park`](Self::park) would.
     pub fn begin_nested_park(&mut self) -> Option<NestedPark> {
+        // Registrations handed over while the worker ran: the outer loop wakes us for events of
+        // our epoll only, and a registration not yet made has none. One handed after this
+        // finds the reactor notified (the park below is refused) or parked (its wake-up
+        // makes the fd readable, and the turn that follows makes it).
+        self.handle.make_handed();
         if self.handle.inner.clock.is_paused() {
             // Poll for I/O first; when idle, jump to the nearest timer (auto-advance).
             match self.turn_paused(Some(Duration::ZERO)) {
