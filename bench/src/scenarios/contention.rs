@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::measuring::{Measured, add_costs, measure, start_server};
+use super::measuring::{Measured, add_costs, measure, start_server_with};
 use super::{
     Bound, Ctx, TOKIO_MT, WEIR, WEIR_SHARDED, med, metric, ratio_claim, run_rounds, scenario,
 };
@@ -114,7 +114,9 @@ pub(super) fn contention(ctx: &mut Ctx) -> ScenarioResult {
     );
     run_rounds(ctx, &mut sc, &cases, &contenders, |case, cont| {
         let period = CASES.iter().find(|(c, _)| *c == case).and_then(|c| c.1);
-        let (mut server, addr) = start_server("http", cont, None)?;
+        // No header-read timeout: hyper's closes an idle keep-alive connection after 30 s,
+        // within a round, and the idle connections must stay registered throughout.
+        let (mut server, addr) = start_server_with("http", cont, None, &["--no-header-timeout"])?;
         let payload = load::Payload::http_get(load::http_response_len(addr)?);
         let idle = load::hold_idle(addr, loads.idle, &payload)?;
         let cfg = load::ChurnConfig {
@@ -158,7 +160,7 @@ pub(super) fn contention(ctx: &mut Ctx) -> ScenarioResult {
             return Err(e);
         }
         let readings = agent.map(agent::Agent::stop).transpose()?;
-        // Every idle connection must still be open (hyper closes none within a round).
+        // Every idle connection must still be open (no timeout closes any).
         let stats = server.stats()?;
         let live = stats.get("live").copied().unwrap_or(0.0);
         drop(idle);

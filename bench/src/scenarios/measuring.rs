@@ -118,12 +118,23 @@ pub(super) fn start_server(
     cont: &Contender,
     ns: Option<&Lab>,
 ) -> io::Result<(ServerProc, SocketAddr)> {
+    start_server_with(kind, cont, ns, &[])
+}
+
+/// [`start_server`] with `extra` flags for the server after the contender's own.
+pub(super) fn start_server_with(
+    kind: &str,
+    cont: &Contender,
+    ns: Option<&Lab>,
+    extra: &[&str],
+) -> io::Result<(ServerProc, SocketAddr)> {
     // A contender that names its own `--kind` keeps it (as in `start_server_on`).
     let mut args = Vec::new();
     if !cont.args.contains(&"--kind") {
         args.extend(["--kind".to_string(), kind.to_string()]);
     }
     args.extend(to_args(cont.args));
+    args.extend(to_args(extra));
     let (wrapper, ip) = match ns {
         Some(lab) => {
             args.extend([

@@ -16,13 +16,16 @@ pub(super) async fn hello(_req: Request<Incoming>) -> Result<Response<Full<Bytes
 }
 
 /// hyper's HTTP/1 defaults (keep-alive on, 30 s header-read timeout once a timer is set) with
-/// `timer`.
-pub(super) fn http1_builder<T>(timer: T) -> http1::Builder
+/// `timer`; without the header-read timeout unless `header_timeout`.
+pub(super) fn http1_builder<T>(timer: T, header_timeout: bool) -> http1::Builder
 where
     T: hyper::rt::Timer + Send + Sync + 'static,
 {
     let mut builder = http1::Builder::new();
     builder.timer(timer);
+    if !header_timeout {
+        builder.header_read_timeout(None);
+    }
     builder
 }
 

@@ -113,6 +113,9 @@ struct Config {
     weir: WeirOpts,
     /// raw-epoll / raw-uring: the min_wait window (`--min-wait-us`).
     raw_min_wait: Option<Duration>,
+    /// `--kind http` on weir and tokio: hyper's 30 s header-read timeout (off with
+    /// `--no-header-timeout`).
+    header_timeout: bool,
 }
 
 /// Child entry point; never returns.
@@ -203,6 +206,11 @@ pub(crate) struct Args {
     /// fails rather than run on epoll.
     #[arg(long, value_parser = parse_backend)]
     backend: Option<weir::runtime::Backend>,
+    /// weir and tokio, --kind http: no header-read timeout, so that idle keep-alive
+    /// connections stay open for as long as the client keeps them (hyper closes them after
+    /// 30 s by default).
+    #[arg(long)]
+    no_header_timeout: bool,
 }
 
 /// `--workers`: 1 to weir's maximum.
@@ -326,6 +334,11 @@ impl Args {
             ));
         }
         let runtime = matches!(rt, Rt::Weir | Rt::Tokio);
+        if self.no_header_timeout && !(runtime && kind == Kind::Http) {
+            return Err(format!(
+                "--no-header-timeout applies to --kind http on weir or tokio, not {rt_name}"
+            ));
+        }
         if !runtime {
             if kind == Kind::Http && rt == Rt::BusyLoop {
                 return Err(format!(
@@ -372,6 +385,7 @@ impl Args {
             cpu,
             weir,
             raw_min_wait,
+            header_timeout: !self.no_header_timeout,
         })
     }
 }

@@ -38,7 +38,7 @@ pub(super) fn run(cfg: &Config) -> ! {
             let _ = echo(stream).await;
         }))),
         Kind::Http => {
-            let http = http1_builder(TokioTimer::new());
+            let http = http1_builder(TokioTimer::new(), cfg.header_timeout);
             runtime.block_on(runtime.spawn(serve(addr, stats, move |stream| {
                 let conn = http.serve_connection(TokioIo::new(stream), service_fn(hello));
                 async move {

@@ -82,7 +82,7 @@ pub(super) fn run(cfg: &Config) -> ! {
             })))
         }
         Kind::Http => {
-            let http = http1_builder(weir::http::WeirTimer::new());
+            let http = http1_builder(weir::http::WeirTimer::new(), cfg.header_timeout);
             runtime.block_on(runtime.spawn(serve(addr, sharded, stats, move |stream| {
                 let conn = http.serve_connection(stream, service_fn(hello));
                 async move {
