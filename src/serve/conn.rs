@@ -14,7 +14,7 @@ use hyper_util::server::conn::auto;
 use tokio::sync::watch;
 use tower_service::Service;
 
-use super::idle::{Activity, Counted, HeadTimer, Watched};
+use super::idle::{Activity, Counted, Flagged, HeadTimer, Watched};
 use super::listener::{IncomingStream, Listener, ServeConn};
 use super::service::{BoxError, MakeService, made, make_ready};
 use crate::http::{WeirExecutor, WeirTimer};
@@ -238,9 +238,14 @@ where
         let mut told = false;
         let result = {
             let mut changed = pin!(shutdown.changed());
+            // The signal is polled at the first poll, and then only once it woke the task.
+            let mut signalled = Flagged::new(true);
             poll_fn(|cx| {
                 // A send, or the serve task gone (dropped or aborted): shut down gracefully.
-                if !told && changed.as_mut().poll(cx).is_ready() {
+                if !told
+                    && signalled.take(cx)
+                    && changed.as_mut().poll(&mut signalled.context()).is_ready()
+                {
                     told = true;
                     conn.as_mut().graceful_shutdown();
                 }

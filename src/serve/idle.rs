@@ -63,35 +63,27 @@ impl Drop for InFlight {
     }
 }
 
-/// The connection's header-read timer (see the module docs).
-///
-/// Its sleep is polled with a waker of its own ([`TimerWake`]), which records that the timer
-/// fired before waking the connection's task: the connection polls the sleep only then, and
-/// its every other wake-up costs a flag check instead of a poll of the timer (which takes the
-/// reactor's timer lock).
-pub(super) struct HeadTimer {
-    activity: Arc<Activity>,
-    sleep: Pin<Box<Sleep>>,
-    wake: Arc<TimerWake>,
-    /// `wake` as a waker, made once.
+/// A waker for one of the connection's own futures (its header-read sleep, its shutdown
+/// signal): it records that it fired, then wakes the connection's task. The connection polls
+/// that future only after it fired, so its every other wake-up costs a flag check instead of
+/// a poll of the future (a timer's poll takes the reactor's timer lock; a shutdown signal's
+/// takes its channel's lock).
+pub(super) struct Flagged {
+    flag: Arc<Flag>,
+    /// `flag` as a waker, made once.
     waker: Waker,
-    /// The task waker last handed to `wake`.
+    /// The task waker last handed to `flag`.
     task: Option<Waker>,
-    /// The sleep is registered with the reactor (it is not while a request is in flight
-    /// after it fired, nor before the first poll).
-    armed: bool,
-    /// `activity.ended` when the timer was armed.
-    mark: usize,
 }
 
-/// The waker the header-read sleep is registered with.
+/// What a [`Flagged`] waker shares with the future it was handed to.
 #[derive(Default)]
-struct TimerWake {
+struct Flag {
     fired: AtomicBool,
     task: std::sync::Mutex<Option<Waker>>,
 }
 
-impl Wake for TimerWake {
+impl Wake for Flag {
     fn wake(self: Arc<Self>) {
         self.wake_by_ref();
     }
@@ -105,16 +97,68 @@ impl Wake for TimerWake {
     }
 }
 
+impl Flagged {
+    /// A waker that has not fired yet, or (`fired`) one whose future is to be polled at the
+    /// first look.
+    pub(super) fn new(fired: bool) -> Flagged {
+        let flag = Arc::new(Flag {
+            fired: AtomicBool::new(fired),
+            task: std::sync::Mutex::new(None),
+        });
+        Flagged {
+            waker: Waker::from(flag.clone()),
+            flag,
+            task: None,
+        }
+    }
+
+    /// Whether the waker fired since the last call (it is reset): then the caller polls its
+    /// future with [`context`](Self::context). The task to wake is `cx`'s from now on.
+    #[inline]
+    pub(super) fn take(&mut self, cx: &Context<'_>) -> bool {
+        if !self.task.as_ref().is_some_and(|t| t.will_wake(cx.waker())) {
+            self.follow(cx.waker());
+        }
+        self.flag.fired.load(Ordering::Acquire) && {
+            self.flag.fired.store(false, Ordering::Relaxed);
+            true
+        }
+    }
+
+    #[cold]
+    fn follow(&mut self, waker: &Waker) {
+        *self.flag.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(waker.clone());
+        self.task = Some(waker.clone());
+    }
+
+    /// The context to poll the future with.
+    pub(super) fn context(&self) -> Context<'_> {
+        Context::from_waker(&self.waker)
+    }
+}
+
+/// The connection's header-read timer (see the module docs).
+///
+/// Its sleep is polled with a [`Flagged`] waker: the connection polls the sleep only after it
+/// fired.
+pub(super) struct HeadTimer {
+    activity: Arc<Activity>,
+    sleep: Pin<Box<Sleep>>,
+    wake: Flagged,
+    /// The sleep is registered with the reactor (it is not while a request is in flight
+    /// after it fired, nor before the first poll).
+    armed: bool,
+    /// `activity.ended` when the timer was armed.
+    mark: usize,
+}
+
 impl HeadTimer {
     pub(super) fn new(activity: Arc<Activity>) -> HeadTimer {
-        let wake = Arc::new(TimerWake::default());
         HeadTimer {
             mark: 0,
             activity,
             sleep: Box::pin(crate::time::sleep_unlisted(HEAD_TIMEOUT)),
-            waker: Waker::from(wake.clone()),
-            wake,
-            task: None,
+            wake: Flagged::new(false),
             armed: false,
         }
     }
@@ -126,18 +170,18 @@ impl HeadTimer {
         if activity.http2.load(Ordering::Relaxed) {
             return Poll::Pending;
         }
-        if !self.task.as_ref().is_some_and(|t| t.will_wake(cx.waker())) {
-            *self.wake.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());
-            self.task = Some(cx.waker().clone());
-        }
+        let fired = self.wake.take(cx);
         let idle = activity.in_flight.load(Ordering::Relaxed) == 0;
         if self.armed {
-            if !self.wake.fired.load(Ordering::Acquire) {
+            if !fired {
                 return Poll::Pending;
             }
-            self.wake.fired.store(false, Ordering::Relaxed);
-            let mut own = Context::from_waker(&self.waker);
-            if self.sleep.as_mut().poll(&mut own).is_pending() {
+            if self
+                .sleep
+                .as_mut()
+                .poll(&mut self.wake.context())
+                .is_pending()
+            {
                 return Poll::Pending;
             }
             let ended = activity.ended.load(Ordering::Relaxed);
@@ -153,8 +197,7 @@ impl HeadTimer {
             self.sleep.as_mut().reset(Instant::now() + HEAD_TIMEOUT);
             self.armed = true;
             // Registers the timer; a period from now cannot have passed.
-            let mut own = Context::from_waker(&self.waker);
-            let _ = self.sleep.as_mut().poll(&mut own);
+            let _ = self.sleep.as_mut().poll(&mut self.wake.context());
         }
         Poll::Pending
     }
