@@ -219,6 +219,10 @@ where
     type Error = S::Error;
     type Future = CountedFuture<S>;
 
+    // Out of line: the future is then built in place in hyper's slot for it, where inlined
+    // into hyper's dispatcher it was built aside and copied in (about 50 instructions a
+    // request, counted with callgrind).
+    #[inline(never)]
     fn call(&self, req: http::Request<Incoming>) -> Self::Future {
         CountedFuture {
             inner: self.service.clone().oneshot(req.map(Body::new)),

@@ -1,14 +1,18 @@
 //! Cooperative budget: one busy task cannot starve the I/O, timers and other tasks of its
 //! worker.
 //!
-//! The executor runs each task poll inside [`budget`]. weir's leaf operations check for a unit
-//! first ([`poll_budget`]) and spend one each time they complete ([`spend`]): an I/O operation (a read, write, receive, send,
-//! accept, or a `Registration::poll_io`/`async_io` closure — however many `WouldBlock`s it
-//! took), the poll-style readiness methods that stand for one (`poll_read_ready`,
-//! `poll_write_ready`), a timer, a join handle. When the budget is spent they return `Pending`
-//! after waking their task, so the task goes to the back of its run queue and the worker can
-//! drive its reactor and run the others. Outside a task poll (a future polled by a foreign
-//! executor) the budget is unlimited.
+//! The executor runs each task poll inside [`budget`]. weir's leaf operations spend one unit
+//! each time they complete: an I/O operation (a read, write, receive, send, accept, or a
+//! `Registration::poll_io` closure — however many `WouldBlock`s it took), the poll-style
+//! readiness methods that stand for one (`poll_read_ready`, `poll_write_ready`), a timer, a
+//! join handle. When the budget is spent they return `Pending` after waking their task, so the
+//! task goes to the back of its run queue and the worker can drive its reactor and run the
+//! others. Outside a task poll (a future polled by a foreign executor) the budget is unlimited.
+//!
+//! The I/O operations look at the fd's readiness first: one that is not ready waits for its
+//! event, budget or not, and touches no budget; one that is ready takes a unit
+//! ([`poll_proceed`]) and gives it back if the fd had nothing after all. The others check for a
+//! unit first ([`poll_budget`]) and spend it once they complete ([`spend`]).
 //!
 //! The readiness futures (`readable`, `writable`, `ready`, `Registration::readiness`) spend
 //! nothing: `loop { s.writable().await; match s.try_write(..) { .. } }` must not see a

@@ -136,9 +136,8 @@ impl Registration {
     /// precedes would (see [`coop`]): a task that polls this in a loop still yields. Readiness
     /// checks that should not be charged use [`readiness`](Self::readiness).
     pub fn poll_ready(&self, cx: &mut Context<'_>, dir: Direction) -> Poll<io::Result<ReadyEvent>> {
-        ready!(coop::poll_budget(cx));
         let ev = ready!(self.poll_ready_uncharged(cx, dir))?;
-        coop::spend();
+        ready!(coop::poll_proceed(cx)).made_progress();
         Poll::Ready(Ok(ev))
     }
 
@@ -236,8 +235,10 @@ impl Registration {
     /// The loop of [`poll_io`](Self::poll_io): also clears readiness after a success for which
     /// `drained` says the fd has nothing more to give (or take).
     ///
-    /// Spends one unit of the cooperative budget per completed operation (refunded when it
-    /// returns `Pending`), however many readiness checks and `WouldBlock`s it took.
+    /// Spends one unit of the cooperative budget per completed operation, however many
+    /// readiness checks and `WouldBlock`s it took. Readiness is looked at first: an fd that is
+    /// not ready waits for its event whatever the budget (the task is woken by that event), so
+    /// the budget is touched only by an operation that will run.
     fn poll_io_until<R>(
         &self,
         cx: &mut Context<'_>,
@@ -245,9 +246,10 @@ impl Registration {
         mut f: impl FnMut() -> io::Result<R>,
         drained: impl Fn(&R) -> bool,
     ) -> Poll<io::Result<R>> {
-        ready!(coop::poll_budget(cx));
         loop {
             let ev = ready!(self.poll_ready_uncharged(cx, dir))?;
+            // Dropped without progress (a `WouldBlock`), the unit goes back.
+            let unit = ready!(coop::poll_proceed(cx));
             let r = match f() {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     self.clear_readiness(ev);
@@ -259,7 +261,7 @@ impl Registration {
                 }
                 r => r,
             };
-            coop::spend();
+            unit.made_progress();
             return Poll::Ready(r);
         }
     }
