@@ -14,7 +14,7 @@ use hyper_util::server::conn::auto;
 use tokio::sync::watch;
 use tower_service::Service;
 
-use super::idle::{Activity, Counted, Flagged, HeadTimer, Watched};
+use super::idle::{Counted, HeadTimer, OwnWaker, Watched};
 use super::listener::{IncomingStream, Listener, ServeConn};
 use super::service::{BoxError, MakeService, made, make_ready};
 use crate::http::{WeirExecutor, WeirTimer};
@@ -230,29 +230,30 @@ where
             builder,
             mut shutdown,
         } = self;
-        let activity = Arc::new(Activity::default());
-        let mut head_timer = HeadTimer::new(activity.clone());
-        let io = Watched::new(io, activity.clone());
-        let service = Counted { service, activity };
+        let mut own = OwnWaker::new();
+        let mut head_timer = HeadTimer::new();
+        let io = Watched::new(io, own.activity().clone());
+        let service = Counted {
+            service,
+            activity: own.activity().clone(),
+        };
         let mut conn = pin!(builder.serve_connection_with_upgrades(io, service));
         let mut told = false;
         let result = {
             let mut changed = pin!(shutdown.changed());
-            // The signal is polled at the first poll, and then only once it woke the task.
-            let mut signalled = Flagged::new(true);
             poll_fn(|cx| {
+                // The shutdown signal and the header-read sleep are polled only once they woke
+                // the task (and at the first poll, which registers them).
+                let fired = own.take(cx);
                 // A send, or the serve task gone (dropped or aborted): shut down gracefully.
-                if !told
-                    && signalled.take(cx)
-                    && changed.as_mut().poll(&mut signalled.context()).is_ready()
-                {
+                if fired && !told && changed.as_mut().poll(&mut own.context()).is_ready() {
                     told = true;
                     conn.as_mut().graceful_shutdown();
                 }
                 if let Poll::Ready(result) = conn.as_mut().poll(cx) {
                     return Poll::Ready(result);
                 }
-                if head_timer.poll_expired(cx).is_ready() {
+                if head_timer.poll_expired(&own, fired).is_ready() {
                     tracing::debug!(target: "weir::serve", "no request head within the header-read timeout; connection closed");
                     return Poll::Ready(Ok(()));
                 }

@@ -36,13 +36,20 @@ use crate::time::{Instant, Sleep};
 /// How long a connection may wait for a request head (hyper's default header-read timeout).
 pub(super) const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// What a connection's requests are doing, shared by its service, bodies and timer.
+/// What a connection's requests are doing, and whether one of its own futures woke it: shared
+/// by its service, bodies, timer and shutdown signal, in one allocation (a connection's state
+/// is touched once a request, and each line of it is a cache miss once many connections
+/// take turns).
 #[derive(Debug, Default)]
 pub(super) struct Activity {
     in_flight: AtomicUsize,
     ended: AtomicUsize,
     /// The client spoke HTTP/2: no header-read timeout.
     http2: AtomicBool,
+    /// The connection's header-read sleep or its shutdown signal woke it ([`OwnWaker`]).
+    fired: AtomicBool,
+    /// The connection's task, woken after `fired` is set.
+    task: std::sync::Mutex<Option<Waker>>,
 }
 
 /// One request in flight; its drop ends it.
@@ -63,27 +70,7 @@ impl Drop for InFlight {
     }
 }
 
-/// A waker for one of the connection's own futures (its header-read sleep, its shutdown
-/// signal): it records that it fired, then wakes the connection's task. The connection polls
-/// that future only after it fired, so its every other wake-up costs a flag check instead of
-/// a poll of the future (a timer's poll takes the reactor's timer lock; a shutdown signal's
-/// takes its channel's lock).
-pub(super) struct Flagged {
-    flag: Arc<Flag>,
-    /// `flag` as a waker, made once.
-    waker: Waker,
-    /// The task waker last handed to `flag`.
-    task: Option<Waker>,
-}
-
-/// What a [`Flagged`] waker shares with the future it was handed to.
-#[derive(Default)]
-struct Flag {
-    fired: AtomicBool,
-    task: std::sync::Mutex<Option<Waker>>,
-}
-
-impl Wake for Flag {
+impl Wake for Activity {
     fn wake(self: Arc<Self>) {
         self.wake_by_ref();
     }
@@ -97,54 +84,68 @@ impl Wake for Flag {
     }
 }
 
-impl Flagged {
-    /// A waker that has not fired yet, or (`fired`) one whose future is to be polled at the
-    /// first look.
-    pub(super) fn new(fired: bool) -> Flagged {
-        let flag = Arc::new(Flag {
-            fired: AtomicBool::new(fired),
-            task: std::sync::Mutex::new(None),
+/// The waker of a connection's own futures (its header-read sleep, its shutdown signal): it
+/// records that it fired, then wakes the connection's task. The connection polls those
+/// futures only after it fired, so its every other wake-up costs a flag check instead of a
+/// poll of each (a timer's poll takes the reactor's timer lock; a shutdown signal's takes its
+/// channel's lock).
+pub(super) struct OwnWaker {
+    activity: Arc<Activity>,
+    /// `activity` as a waker, made once.
+    waker: Waker,
+    /// The task waker last handed to `activity`.
+    task: Option<Waker>,
+}
+
+impl OwnWaker {
+    /// The waker of a new connection; it counts as fired, so that the connection's first poll
+    /// polls its own futures (which registers them).
+    pub(super) fn new() -> OwnWaker {
+        let activity = Arc::new(Activity {
+            fired: AtomicBool::new(true),
+            ..Activity::default()
         });
-        Flagged {
-            waker: Waker::from(flag.clone()),
-            flag,
+        OwnWaker {
+            waker: Waker::from(activity.clone()),
+            activity,
             task: None,
         }
     }
 
+    /// The connection's activity.
+    pub(super) fn activity(&self) -> &Arc<Activity> {
+        &self.activity
+    }
+
     /// Whether the waker fired since the last call (it is reset): then the caller polls its
-    /// future with [`context`](Self::context). The task to wake is `cx`'s from now on.
+    /// own futures with [`context`](Self::context). The task to wake is `cx`'s from now on.
     #[inline]
     pub(super) fn take(&mut self, cx: &Context<'_>) -> bool {
         if !self.task.as_ref().is_some_and(|t| t.will_wake(cx.waker())) {
             self.follow(cx.waker());
         }
-        self.flag.fired.load(Ordering::Acquire) && {
-            self.flag.fired.store(false, Ordering::Relaxed);
+        self.activity.fired.load(Ordering::Acquire) && {
+            self.activity.fired.store(false, Ordering::Relaxed);
             true
         }
     }
 
     #[cold]
     fn follow(&mut self, waker: &Waker) {
-        *self.flag.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(waker.clone());
+        *self.activity.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(waker.clone());
         self.task = Some(waker.clone());
     }
 
-    /// The context to poll the future with.
+    /// The context to poll the connection's own futures with.
     pub(super) fn context(&self) -> Context<'_> {
         Context::from_waker(&self.waker)
     }
 }
 
-/// The connection's header-read timer (see the module docs).
-///
-/// Its sleep is polled with a [`Flagged`] waker: the connection polls the sleep only after it
-/// fired.
+/// The connection's header-read timer (see the module docs). Its sleep is polled with the
+/// connection's [`OwnWaker`], only after that fired.
 pub(super) struct HeadTimer {
-    activity: Arc<Activity>,
     sleep: Pin<Box<Sleep>>,
-    wake: Flagged,
     /// The sleep is registered with the reactor (it is not while a request is in flight
     /// after it fired, nor before the first poll).
     armed: bool,
@@ -153,35 +154,25 @@ pub(super) struct HeadTimer {
 }
 
 impl HeadTimer {
-    pub(super) fn new(activity: Arc<Activity>) -> HeadTimer {
+    pub(super) fn new() -> HeadTimer {
         HeadTimer {
             mark: 0,
-            activity,
             sleep: Box::pin(crate::time::sleep_unlisted(HEAD_TIMEOUT)),
-            wake: Flagged::new(false),
             armed: false,
         }
     }
 
-    /// Call after each `Pending` poll of the connection: `Ready` when the connection has waited
-    /// for a request head for a whole period and must be closed.
-    pub(super) fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        let activity = &*self.activity;
+    /// Call after each `Pending` poll of the connection, with whether its own waker `own`
+    /// fired: `Ready` when the connection has waited for a request head for a whole period
+    /// and must be closed.
+    pub(super) fn poll_expired(&mut self, own: &OwnWaker, fired: bool) -> Poll<()> {
+        let activity = &*own.activity;
         if activity.http2.load(Ordering::Relaxed) {
             return Poll::Pending;
         }
-        let fired = self.wake.take(cx);
         let idle = activity.in_flight.load(Ordering::Relaxed) == 0;
         if self.armed {
-            if !fired {
-                return Poll::Pending;
-            }
-            if self
-                .sleep
-                .as_mut()
-                .poll(&mut self.wake.context())
-                .is_pending()
-            {
+            if !fired || self.sleep.as_mut().poll(&mut own.context()).is_pending() {
                 return Poll::Pending;
             }
             let ended = activity.ended.load(Ordering::Relaxed);
@@ -197,7 +188,7 @@ impl HeadTimer {
             self.sleep.as_mut().reset(Instant::now() + HEAD_TIMEOUT);
             self.armed = true;
             // Registers the timer; a period from now cannot have passed.
-            let _ = self.sleep.as_mut().poll(&mut self.wake.context());
+            let _ = self.sleep.as_mut().poll(&mut own.context());
         }
         Poll::Pending
     }
