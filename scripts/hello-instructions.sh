@@ -10,9 +10,12 @@
 # under `valgrind --tool=callgrind` with `--workers 1`, warm it up with `h2load --h1 -n 2000
 # -c 8`, zero the counters (`callgrind_control -z`), send exactly N (default 20000) requests
 # with `h2load --h1 -n N -c 8`, dump the counters (`callgrind_control -d`), stop it with SIGINT.
-# Prints the dump's total divided by N. CALLGRIND_OPTS adds valgrind options (for example
-# `--dump-instr=yes` on a build with debug info, to annotate by line). Loopback only, bounded
-# in count. Needs valgrind, h2load (nghttp2-client), curl and taskset; skips without them.
+# Prints the dump's total divided by N. CONNS changes h2load's 8 connections (over one, every
+# request is one wait, one event and one wake-up, and the count repeats to within a few
+# instructions: the setting to measure a change with). CALLGRIND_OPTS adds valgrind options
+# (for example `--dump-instr=yes` on a build with debug info, to annotate by line). Loopback
+# only, bounded in count. Needs valgrind, h2load (nghttp2-client), curl and taskset; skips
+# without them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: $0 OUTDIR [N] [BINARY...]}
@@ -24,6 +27,7 @@ for tool in valgrind callgrind_control h2load curl taskset; do
   command -v "$tool" >/dev/null || { echo "skipped: $tool is not installed" >&2; exit 0; }
 done
 mkdir -p "$out"
+conns=${CONNS:-8}
 port=${PORT_BASE:-3950}
 for bin in "${bins[@]}"; do
   [ -x "$bin" ] || { echo "$bin: not built" >&2; exit 1; }
@@ -40,9 +44,9 @@ for bin in "${bins[@]}"; do
     sleep 0.2
   done
   [ -n "$up" ] || { echo "$bin did not answer on port $port" >&2; cat "$out/$name.log" >&2; kill "$pid"; exit 1; }
-  taskset -c 1 h2load --h1 -n 2000 -c 8 "http://127.0.0.1:$port/" >/dev/null
+  taskset -c 1 h2load --h1 -n 2000 -c "$conns" "http://127.0.0.1:$port/" >/dev/null
   callgrind_control -z "$pid" >/dev/null
-  taskset -c 1 h2load --h1 -n "$n" -c 8 "http://127.0.0.1:$port/" >"$out/$name.h2load"
+  taskset -c 1 h2load --h1 -n "$n" -c "$conns" "http://127.0.0.1:$port/" >"$out/$name.h2load"
   callgrind_control -d counted "$pid" >/dev/null
   kill -INT "$pid"
   wait "$pid" || true

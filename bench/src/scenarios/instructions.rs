@@ -40,12 +40,17 @@ use crate::instr::counted::Conns;
 use crate::instr::wakeups::Case;
 use crate::model::{Claim, Sample, ScenarioResult};
 
+mod hello;
+
 /// The case of the servers: requests over [`CONNS`] connections.
 const REQUESTS: &str = "requests";
 /// The same requests over one connection: every request is one wait, one event and one
 /// wake-up (no batching, so the count repeats to within a few instructions; the case to
 /// measure a change with).
 const REQUESTS_1: &str = "requests-1conn";
+
+/// The examples as a user counts them: `h2load` over 8 connections (`hello.rs`).
+const REQUESTS_H2LOAD: &str = "requests-h2load";
 
 /// Keep-alive connections of the server runs.
 const CONNS: usize = 8;
@@ -138,11 +143,16 @@ pub(super) fn instructions(ctx: &mut Ctx) -> ScenarioResult {
         .iter()
         .map(|c| format!("wake-{}", c.name()))
         .collect();
-    let mut cases = vec![REQUESTS, REQUESTS_1];
+    let mut cases = vec![REQUESTS, REQUESTS_1, REQUESTS_H2LOAD];
     cases.extend(wake_cases.iter().map(String::as_str));
     let mut metrics = vec![metric("instr_per_op", "instr/op", "", false)];
     metrics.extend(LAYERS.iter().map(|&(l, _)| metric(l, l, "", false)));
-    let contenders: Vec<Contender> = SERVERS.iter().chain(WAKERS.iter()).cloned().collect();
+    let contenders: Vec<Contender> = SERVERS
+        .iter()
+        .chain(hello::EXAMPLES.iter())
+        .chain(WAKERS.iter())
+        .cloned()
+        .collect();
     let mut sc = scenario(
         "instructions",
         "instructions — per request and per wake-up, counted with callgrind",
@@ -152,6 +162,9 @@ pub(super) fn instructions(ctx: &mut Ctx) -> ScenarioResult {
          (one in flight each), and the counters dumped; instr/op is per request, all threads. \
          Case `requests-1conn`: the same server right after, N requests over one connection \
          (no batching: the count repeats to within a few instructions). \
+         Case `requests-h2load`: the repository's examples/hello-http (weir::serve) and \
+         examples/hello-http-tokio (axum::serve) counted as a user would: under callgrind \
+         with --workers 1, h2load --h1 -c 8 for the warm-up and the N counted requests. \
          Case `wake-socket`: the echo server counted the same way over one connection, one \
          byte per round trip (a wake-up by the socket with its read, write and wait). Cases \
          `wake-chan-*`: instructions per wake-up of a task woken by another task through a \
@@ -221,6 +234,7 @@ pub(super) fn instructions(ctx: &mut Ctx) -> ScenarioResult {
             }
         }
     }
+    examples(ctx, &mut sc, &mut functions, counts, &raw_dir);
     for case in Case::ALL {
         let case_name = format!("wake-{}", case.name());
         for cont in &WAKERS {
@@ -274,6 +288,72 @@ pub(super) fn instructions(ctx: &mut Ctx) -> ScenarioResult {
             .push(format!("instructions: writing functions.md: {e}"));
     }
     sc
+}
+
+/// Case `requests-h2load`: the examples, counted as a user would (`hello.rs`).
+fn examples(
+    ctx: &mut Ctx,
+    sc: &mut ScenarioResult,
+    functions: &mut String,
+    counts: Counts,
+    dir: &Path,
+) {
+    if !hello::EXAMPLES.iter().any(|c| selected(ctx, c)) {
+        return;
+    }
+    if let Some(why) = hello::unavailable() {
+        eprintln!("  instructions {REQUESTS_H2LOAD}: skipped: {why}");
+        sc.notes.push(format!("{REQUESTS_H2LOAD} skipped: {why}"));
+        return;
+    }
+    let bins = match hello::examples_dir(ctx.opts.quick) {
+        Ok(Some(d)) => d,
+        Ok(None) => {
+            let why = "the examples are not built (the quick run does not build them)";
+            eprintln!("  instructions {REQUESTS_H2LOAD}: skipped: {why}");
+            sc.notes.push(format!("{REQUESTS_H2LOAD} skipped: {why}"));
+            return;
+        }
+        Err(e) => {
+            ctx.errors.push(format!(
+                "instructions {REQUESTS_H2LOAD}: building the examples: {e}"
+            ));
+            return;
+        }
+    };
+    let cpus = match weir::runtime::allowed_cpus() {
+        Ok(c) if c.len() > 1 => (c[0], c[1]),
+        Ok(c) if !c.is_empty() => (c[0], c[0]),
+        _ => (0, 0),
+    };
+    for cont in &hello::EXAMPLES {
+        if !selected(ctx, cont) {
+            continue;
+        }
+        let label = format!("instructions {REQUESTS_H2LOAD} {}", cont.name);
+        eprint!("  {label:<60}");
+        let t = Instant::now();
+        match hello::run(
+            &bins.join(cont.args[0]),
+            cpus,
+            (counts.warmup, counts.requests),
+            dir,
+        ) {
+            Ok(p) => record(
+                sc,
+                functions,
+                REQUESTS_H2LOAD,
+                cont.name,
+                &p,
+                counts.requests,
+            ),
+            Err(e) => {
+                eprintln!(" FAILED after {:.1?}: {e}", t.elapsed());
+                ctx.errors.push(format!("{label}: {e}"));
+                sc.notes.push(format!("{label} failed: {e}"));
+            }
+        }
+    }
 }
 
 /// `--contenders` filter.
@@ -347,19 +427,28 @@ impl Drop for Valgrinded {
     }
 }
 
-/// The valgrind command line that counts into `out`.
+/// The valgrind command line that counts this binary into `out`.
 fn valgrind(out: &Path) -> io::Result<Command> {
-    let mut cmd = Command::new("valgrind");
-    cmd.arg("--tool=callgrind")
-        .arg(format!("--callgrind-out-file={}", out.display()))
-        .arg("--dump-line=no");
+    let args = valgrind_cmd(out);
+    let mut cmd = Command::new(&args[0]);
+    cmd.args(&args[1..]).arg(std::env::current_exe()?);
+    Ok(cmd)
+}
+
+/// `valgrind` and its options to count a program into `out` (the program follows).
+fn valgrind_cmd(out: &Path) -> Vec<std::ffi::OsString> {
+    let mut args: Vec<std::ffi::OsString> = vec![
+        "valgrind".into(),
+        "--tool=callgrind".into(),
+        format!("--callgrind-out-file={}", out.display()).into(),
+        "--dump-line=no".into(),
+    ];
     // For digging by hand, e.g. `--dump-line=yes` on a build with line tables, to annotate
     // the raw files with `callgrind_annotate --inclusive=yes FILE` (the later option wins).
     if let Ok(extra) = std::env::var("WEIR_BENCH_CALLGRIND_OPTS") {
-        cmd.args(extra.split_ascii_whitespace());
+        args.extend(extra.split_ascii_whitespace().map(Into::into));
     }
-    cmd.arg(std::env::current_exe()?);
-    Ok(cmd)
+    args
 }
 
 /// Removes `path` and its numbered dumps (`path.1`, …) from an earlier run.
@@ -578,6 +667,29 @@ fn add_claims(sc: &mut ScenarioResult) {
         (REQUESTS, m),
         ("weir-hyper", "tokio-hyper"),
         Bound::AtMost(0.93),
+    ));
+    let text = "instructions: examples/hello-http ≤ 8 940 per request counted with h2load \
+                (1.01× its count before the metrics with time, the budget and the fair line)"
+        .to_string();
+    sc.claims
+        .push(match med(sc, REQUESTS_H2LOAD, "hello-http", m) {
+            Some(w) => Claim {
+                text,
+                met: Some(w.median <= 8940.0),
+                detail: fmt_num(w.median),
+            },
+            None => Claim {
+                text,
+                met: None,
+                detail: "no data for hello-http".into(),
+            },
+        });
+    sc.claims.push(ratio_claim(
+        sc,
+        "instructions: examples/hello-http ≤ 0.98× hello-http-tokio per request (h2load)".into(),
+        (REQUESTS_H2LOAD, m),
+        ("hello-http", "hello-http-tokio"),
+        Bound::AtMost(0.98),
     ));
     sc.claims.push(ratio_claim(
         sc,
