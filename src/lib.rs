@@ -193,14 +193,18 @@
 //!   would take a tokio scheduler poll per task poll, several times the refill's cost.
 //! - **What `tokio-budget` costs:** tokio compiled with its `rt` feature only (about 3 s of
 //!   CPU time in a debug build, 5.5 s in a release one; about 50 KiB of a stripped release
-//!   binary), and a refill per task poll (about 30 instructions; hello-http counts 1 % more
-//!   per request, `bench/README.md` has the counts). With `default-features = false` weir keeps
-//!   a budget of its own that tokio's primitives do not see: they never yield on weir, and a
-//!   loop whose every iteration is ready at once (an always-full tokio channel,
-//!   `tokio::io::empty()`) holds its worker — add `weir::task::consume_budget().await` to it.
+//!   binary), a refill per task poll and a read of tokio's thread-local per completed I/O
+//!   operation (hello-http counts about 45 instructions, 0.5 %, more per request than with
+//!   weir's own count; docs/production.md, "What each costs"). With `default-features =
+//!   false` weir keeps a budget of its own that tokio's primitives do not see: they never
+//!   yield on weir, and a loop whose every iteration is ready at once (an always-full tokio
+//!   channel, `tokio::io::empty()`) holds its worker — add
+//!   `weir::task::consume_budget().await` to it.
 //! - As in tokio, the I/O operations spend once per completed read, write, send, receive or
 //!   accept, and the readiness futures (`readable`, `writable`, `ready`) spend nothing; unlike
-//!   tokio, `TcpStream::connect` spends nothing. tokio's `Notify` spends nothing either (in
+//!   tokio, `TcpStream::connect` spends nothing, and an operation whose fd is not ready
+//!   returns `Pending` to wait for its event without looking at the budget (tokio's yields
+//!   first when the budget is spent; either way the task does not run on). tokio's `Notify` spends nothing either (in
 //!   tokio too): wrap `notified()` in `tokio::task::coop::cooperative` for a loop that must
 //!   yield.
 //! - **`yield_now`** puts the task at the back of its worker's queue, behind every task queued
