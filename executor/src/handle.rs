@@ -267,6 +267,17 @@ impl Handle {
     /// after the runtime shut down.
     #[track_caller]
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
+        self.block_on_refusing(future, false)
+    }
+
+    /// [`block_on`](Self::block_on); `refuse_block_in_place` for a current-thread runtime's
+    /// `Runtime::block_on`, in whose future `block_in_place` panics, as tokio's does.
+    #[track_caller]
+    pub(crate) fn block_on_refusing<F: Future>(
+        &self,
+        future: F,
+        refuse_block_in_place: bool,
+    ) -> F::Output {
         if context::is_in_runtime() {
             panic!(
                 "Cannot start a runtime from within a runtime. This happens because a function \
@@ -279,6 +290,7 @@ impl Handle {
             );
         }
         let _in_runtime = context::set_in_runtime(true);
+        let _refuse = context::refuse_block_in_place(refuse_block_in_place);
         let _enter = self.enter();
         let future = pin!(future);
         #[cfg(feature = "console")]
