@@ -232,6 +232,12 @@ impl Handle {
     /// Safe to call from anywhere, often: the task list is read one shard at a time, a few
     /// words per task under the shard's lock, so no worker waits more than one shard's copy
     /// (about 10 µs per thousand tasks); [`TaskDump::longest_lock`] says how long it was.
+    ///
+    /// While a task blocks a worker, the dump lists it as running on that worker (the worker
+    /// of its stall report), and the task taking the dump as running on its own; whoever
+    /// takes it: a task on another worker, a thread outside the runtime, the monitor on a
+    /// signal. On a current-thread runtime no task can run while one blocks its only worker:
+    /// take the dump from another thread, or on a signal.
     /// During or after shutdown it returns what is left, with
     /// [`TaskDump::shutting_down`] set. [`Builder::dump_on_signal`](crate::Builder::dump_on_signal)
     /// writes it through `tracing` on a signal.
