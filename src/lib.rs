@@ -224,9 +224,11 @@
 //!   parentheses: `block_on` inside async code ("Cannot start a runtime from within a
 //!   runtime…"), dropping a runtime there ("Cannot drop a runtime in a context where blocking
 //!   is not allowed…"), [`task::spawn_local`] off a worker ("`spawn_local` called from outside of
-//!   a `task::LocalSet` or `runtime::LocalRuntime`"), [`task::block_in_place`] in a task of a
-//!   current-thread runtime ("can call blocking only when running on the multi-threaded
-//!   runtime").
+//!   a `task::LocalSet` or `runtime::LocalRuntime`"), [`task::block_in_place`] on a
+//!   current-thread runtime, in a task or in the future of its `Runtime::block_on` — the body
+//!   of a `#[weir::test]` or of a `#[weir::main(flavor = "current_thread")]` function ("can
+//!   call blocking only when running on the multi-threaded runtime"). In the future of a
+//!   `Handle::block_on` it runs the closure, as tokio's does.
 //! - **`JoinError`'s `Debug`** is tokio's (`JoinError::Panic(Id(7), "message", ...)`).
 //!
 //! Networking, files, processes:

@@ -35,6 +35,9 @@ struct Context {
     /// `true` while this thread drives async code: a worker loop (and the tasks it polls), or a
     /// `block_on`. Blocking on a runtime here would stall the one being driven.
     in_runtime: Cell<bool>,
+    /// `true` inside a current-thread runtime's `Runtime::block_on`, where tokio's
+    /// `block_in_place` panics (its `Handle::block_on` allows it).
+    refuse_block_in_place: Cell<bool>,
     /// The worker running on this thread: non-null only between [`SetWorker::new`] and its
     /// drop (or a hand-over's [`clear_worker`] and [`restore_worker`]), which bracket the
     /// lifetime of the [`WorkerCx`] on the worker loop's stack frame on this thread.
@@ -49,6 +52,7 @@ thread_local! {
             handle: RefCell::new(None),
             depth: Cell::new(0),
             in_runtime: Cell::new(false),
+            refuse_block_in_place: Cell::new(false),
             worker: Cell::new(ptr::null()),
             blocking_on: Cell::new(0),
         }
@@ -174,6 +178,35 @@ impl Drop for InRuntime {
     fn drop(&mut self) {
         if let Some(prev) = self.0 {
             let _ = CONTEXT.try_with(|c| c.in_runtime.set(prev));
+        }
+    }
+}
+
+/// `true` while this thread is inside a `block_on` that refuses `block_in_place` (a
+/// current-thread runtime's `Runtime::block_on`).
+pub(crate) fn block_in_place_refused() -> bool {
+    CONTEXT
+        .try_with(|c| c.refuse_block_in_place.get())
+        .unwrap_or(false)
+}
+
+/// Marks this thread as inside a `block_on` that refuses `block_in_place` (or, with `false`,
+/// one that allows it) until the returned guard drops, which restores the previous mark.
+pub(crate) fn refuse_block_in_place(on: bool) -> RefuseBlockInPlace {
+    RefuseBlockInPlace(
+        CONTEXT
+            .try_with(|c| c.refuse_block_in_place.replace(on))
+            .ok(),
+    )
+}
+
+/// Restores the previous [`refuse_block_in_place`] mark of this thread.
+pub(crate) struct RefuseBlockInPlace(Option<bool>);
+
+impl Drop for RefuseBlockInPlace {
+    fn drop(&mut self) {
+        if let Some(prev) = self.0 {
+            let _ = CONTEXT.try_with(|c| c.refuse_block_in_place.set(prev));
         }
     }
 }

@@ -232,6 +232,12 @@ impl Handle {
     /// Safe to call from anywhere, often: the task list is read one shard at a time, a few
     /// words per task under the shard's lock, so no worker waits more than one shard's copy
     /// (about 10 µs per thousand tasks); [`TaskDump::longest_lock`] says how long it was.
+    ///
+    /// While a task blocks a worker, the dump lists it as running on that worker (the worker
+    /// of its stall report), and the task taking the dump as running on its own; whoever
+    /// takes it: a task on another worker, a thread outside the runtime, the monitor on a
+    /// signal. On a current-thread runtime no task can run while one blocks its only worker:
+    /// take the dump from another thread, or on a signal.
     /// During or after shutdown it returns what is left, with
     /// [`TaskDump::shutting_down`] set. [`Builder::dump_on_signal`](crate::Builder::dump_on_signal)
     /// writes it through `tracing` on a signal.
@@ -267,6 +273,17 @@ impl Handle {
     /// after the runtime shut down.
     #[track_caller]
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
+        self.block_on_refusing(future, false)
+    }
+
+    /// [`block_on`](Self::block_on); `refuse_block_in_place` for a current-thread runtime's
+    /// `Runtime::block_on`, in whose future `block_in_place` panics, as tokio's does.
+    #[track_caller]
+    pub(crate) fn block_on_refusing<F: Future>(
+        &self,
+        future: F,
+        refuse_block_in_place: bool,
+    ) -> F::Output {
         if context::is_in_runtime() {
             panic!(
                 "Cannot start a runtime from within a runtime. This happens because a function \
@@ -279,6 +296,7 @@ impl Handle {
             );
         }
         let _in_runtime = context::set_in_runtime(true);
+        let _refuse = context::refuse_block_in_place(refuse_block_in_place);
         let _enter = self.enter();
         let future = pin!(future);
         #[cfg(feature = "console")]

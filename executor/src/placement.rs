@@ -12,7 +12,8 @@
 //!   different peer each time), the one with fewer registrations (the accepting worker's on a
 //!   tie), so a listener's connections spread over every worker's epoll at a cost that does
 //!   not grow with the number of workers; the connection's task follows at its first
-//!   wake-up.
+//!   wake-up. A peer stuck in one poll (it has not turned its reactor for 500 µs and is not
+//!   parked) is never chosen.
 //! * **A NIC receive queue (NAPI id)** seen by a `ShardedListener`: [`NapiOwners`] — a new id
 //!   goes to the worker owning the fewest ids, and keeps it.
 
@@ -63,9 +64,20 @@ pub fn for_accepted_connection() -> Option<weir_reactor::ReactorHandle> {
         let w = two_choices(me, remotes.len(), turn, |w| {
             remotes[w].reactor.registrations()
         });
+        // A peer stuck in one poll would leave the connection waiting until it returns (or
+        // until someone collects its events for it): keep the connection here.
+        let w = if w != me && remotes[w].reactor.is_stuck(PEER_STUCK) {
+            me
+        } else {
+            w
+        };
         Some(remotes[w].reactor.clone())
     })
 }
+
+/// A peer that has not turned its reactor for this long, while not parked, is stuck: no
+/// accepted connection goes to it (the I/O-stealing threshold of busy workers).
+const PEER_STUCK: std::time::Duration = std::time::Duration::from_micros(500);
 
 thread_local! {
     /// The accepting thread's count of placed connections: which peer the next one is compared

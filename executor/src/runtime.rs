@@ -87,7 +87,10 @@ impl Runtime {
     /// when `future` panics; when the runtime shuts down while blocked.
     #[track_caller]
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
-        self.handle.block_on(future)
+        // tokio's current-thread `Runtime::block_on` refuses `block_in_place`; its
+        // `Handle::block_on` does not.
+        let refuse = self.handle.shared.is_current_thread();
+        self.handle.block_on_refusing(future, refuse)
     }
 
     /// Spawns a task onto the runtime; see [`spawn`](crate::spawn).

@@ -8,10 +8,16 @@
 //!   spins without `.await`, the worker thread's backtrace, and none for short polls;
 //! - task dumps: 10 000 live tasks listed without holding a worker, every state, a dump on
 //!   a signal;
+//! - dumps while a named task blocks a worker, taken by a task on another worker, from outside
+//!   the runtime and on a signal (epoll and io_uring, 2 and 4 workers), from outside a blocked
+//!   current-thread runtime, and through the example's `/dump` route: each lists the blocking
+//!   task as running on the worker its stall report names;
 //! - dumps and scrapes during and after shutdown: partial state, no panic, no hang.
 //!
 //! The reports are collected by one process-wide `tracing` layer (the monitor thread writes
 //! them); each test looks only at the reports of its own runtime, by name.
+
+mod common;
 
 #[path = "../../examples/observability.rs"]
 #[allow(dead_code)] // the example's `main` is not used here
@@ -27,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::util::SubscriberInitExt;
-use weir::runtime::{Builder, Runtime, TaskState};
+use weir::runtime::{Backend, Builder, Runtime, TaskState};
 
 /// Upper bound of every wait (a loaded machine is slow; these waits end as soon as the thing
 /// waited for happens).
@@ -514,6 +520,235 @@ fn a_dump_is_written_on_a_signal() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Dumps while a task blocks a worker
+
+/// How a test takes its dump while `blocker` holds a worker.
+#[derive(Clone, Copy, Debug)]
+enum Way {
+    /// `Handle::dump` in a task, which runs on another worker.
+    Task,
+    /// `Handle::dump` on a thread outside the runtime.
+    Outside,
+    /// The dump the monitor writes on SIGUSR2.
+    Signal,
+}
+
+/// The backends these tests run on: epoll, and io_uring where the kernel allows it (else the
+/// skip is printed).
+fn dump_backends(test: &str) -> Vec<Backend> {
+    let mut v = vec![Backend::Epoll];
+    match common::uring_unavailable() {
+        None => v.push(Backend::IoUring),
+        Some(why) => println!("skipped: {test} on io_uring: {why}"),
+    }
+    v
+}
+
+/// A task named `blocker` that blocks its worker's thread until `release` is dropped or sent
+/// to; `started` is told once it blocks.
+fn spawn_blocker(
+    handle: &weir::runtime::Handle,
+    started: mpsc::Sender<()>,
+    release: mpsc::Receiver<()>,
+) -> weir::task::JoinHandle<()> {
+    let _enter = handle.enter();
+    weir::task::Builder::new()
+        .name("blocker")
+        .spawn(async move {
+            let _ = started.send(());
+            let _ = release.recv();
+        })
+        .unwrap()
+}
+
+/// The worker the stall report of `blocker` in `runtime` names.
+fn stalled_worker(runtime: &str) -> usize {
+    let report = wait_for_report("weir::stall", runtime, |r| {
+        r.field("task_name") == "blocker" && r.fields.contains_key("elapsed")
+    });
+    report.field("worker").parse().expect("a worker index")
+}
+
+/// The state of the one task of `dump` named `name` (every task is listed once).
+fn state_of(dump: &weir::runtime::TaskDump, name: &str) -> TaskState {
+    let mut ids: Vec<_> = dump.tasks.iter().map(|t| t.id).collect();
+    ids.dedup();
+    assert_eq!(ids.len(), dump.tasks.len(), "every task once: {dump}");
+    let named: Vec<_> = dump
+        .tasks
+        .iter()
+        .filter(|t| t.name.as_deref() == Some(name))
+        .collect();
+    assert_eq!(named.len(), 1, "one task named {name}: {dump}");
+    named[0].state
+}
+
+/// In a multi-thread runtime of `workers` workers on `backend`, a task named `blocker` blocks
+/// one worker; a dump taken `way` lists it as running on the worker its stall report names.
+fn dump_while_a_worker_is_blocked(way: Way, backend: Backend, workers: usize) {
+    let name = format!("blocked-{way:?}-{backend:?}-{workers}").to_lowercase();
+    reports();
+    let rt = Builder::new_multi_thread()
+        .workers(workers)
+        .backend(backend)
+        .backend_strict(true)
+        .name(&name)
+        .stall_threshold(Some(Duration::from_millis(10)))
+        .dump_on_signal(matches!(way, Way::Signal).then_some(libc::SIGUSR2))
+        .build()
+        .unwrap();
+    let (started_tx, started) = mpsc::channel();
+    let (release, release_rx) = mpsc::channel();
+    let blocker = spawn_blocker(rt.handle(), started_tx, release_rx);
+    started.recv_timeout(LIMIT).expect("the blocker runs");
+    let worker = stalled_worker(&name);
+    match way {
+        Way::Task => {
+            let (tx, rx) = mpsc::channel();
+            rt.spawn(async move {
+                let me = weir::task::id();
+                let _ = tx.send((me, weir::runtime::Handle::current().dump()));
+            });
+            let (me, dump) = rx
+                .recv_timeout(LIMIT)
+                .expect("a task on another worker takes the dump");
+            assert_eq!(
+                state_of(&dump, "blocker"),
+                TaskState::Running { worker },
+                "{dump}"
+            );
+            let own = dump.tasks.iter().find(|t| t.id == me).expect("itself");
+            match own.state {
+                TaskState::Running { worker: w } => {
+                    assert_ne!(w, worker, "the dumping task runs elsewhere: {dump}");
+                }
+                other => panic!("the dumping task is {other}: {dump}"),
+            }
+        }
+        Way::Outside => {
+            let handle = rt.handle().clone();
+            let dump = std::thread::spawn(move || handle.dump()).join().unwrap();
+            assert_eq!(
+                state_of(&dump, "blocker"),
+                TaskState::Running { worker },
+                "{dump}"
+            );
+        }
+        Way::Signal => {
+            // SAFETY: `raise` has no preconditions; this runtime's handler of SIGUSR2 is
+            // installed.
+            assert_eq!(unsafe { libc::raise(libc::SIGUSR2) }, 0);
+            let report = wait_for_report("weir::dump", &name, |r| {
+                r.field("message").contains("\"blocker\"")
+            });
+            let text = report.field("message");
+            let line = text
+                .lines()
+                .find(|l| l.contains("\"blocker\""))
+                .expect("the blocker's line");
+            assert!(
+                line.contains(&format!(": running on worker {worker},")),
+                "{text}"
+            );
+        }
+    }
+    drop(release);
+    futures::executor::block_on(blocker).unwrap();
+}
+
+#[test]
+fn a_dump_from_a_task_on_another_worker_shows_the_blocked_worker() {
+    for backend in dump_backends("a_dump_from_a_task_on_another_worker_shows_the_blocked_worker") {
+        for workers in [2, 4] {
+            dump_while_a_worker_is_blocked(Way::Task, backend, workers);
+        }
+    }
+}
+
+#[test]
+fn a_dump_from_outside_the_runtime_shows_the_blocked_worker() {
+    for backend in dump_backends("a_dump_from_outside_the_runtime_shows_the_blocked_worker") {
+        for workers in [2, 4] {
+            dump_while_a_worker_is_blocked(Way::Outside, backend, workers);
+        }
+    }
+}
+
+#[test]
+fn a_dump_on_a_signal_shows_the_blocked_worker() {
+    for backend in dump_backends("a_dump_on_a_signal_shows_the_blocked_worker") {
+        for workers in [2, 4] {
+            dump_while_a_worker_is_blocked(Way::Signal, backend, workers);
+        }
+    }
+}
+
+/// A current-thread runtime has one worker: while `blocker` holds it, no task of the runtime
+/// can take a dump (one spawned for it waits, scheduled), but a dump from outside lists
+/// `blocker` as running on worker 0, the worker its stall report names.
+#[test]
+fn a_blocked_current_thread_runtime_is_dumped_from_outside() {
+    for backend in dump_backends("a_blocked_current_thread_runtime_is_dumped_from_outside") {
+        let name = format!("blocked-current-thread-{backend:?}").to_lowercase();
+        reports();
+        let rt = Arc::new(
+            Builder::new_current_thread()
+                .backend(backend)
+                .backend_strict(true)
+                .name(&name)
+                .stall_threshold(Some(Duration::from_millis(10)))
+                .build()
+                .unwrap(),
+        );
+        let (started_tx, started) = mpsc::channel();
+        let (release, release_rx) = mpsc::channel();
+        let blocker = spawn_blocker(rt.handle(), started_tx, release_rx);
+        let (tx, dumped) = mpsc::channel();
+        let dumper = {
+            let _enter = rt.enter();
+            weir::task::Builder::new()
+                .name("dumper")
+                .spawn(async move {
+                    let _ = tx.send(weir::runtime::Handle::current().dump());
+                })
+                .unwrap()
+        };
+        // The runtime is driven by a `block_on` on another thread.
+        let driver = {
+            let rt = rt.clone();
+            std::thread::spawn(move || {
+                rt.block_on(async {
+                    blocker.await.unwrap();
+                    dumper.await.unwrap();
+                })
+            })
+        };
+        started.recv_timeout(LIMIT).expect("the blocker runs");
+        assert_eq!(stalled_worker(&name), 0);
+        let dump = rt.handle().dump();
+        assert_eq!(
+            state_of(&dump, "blocker"),
+            TaskState::Running { worker: 0 },
+            "{dump}"
+        );
+        // Spawned after the blocker, it waits behind it on the one worker.
+        assert_eq!(state_of(&dump, "dumper"), TaskState::Scheduled, "{dump}");
+        assert!(dumped.try_recv().is_err(), "no task ran meanwhile");
+        drop(release);
+        driver.join().unwrap();
+        let own = dumped
+            .recv_timeout(LIMIT)
+            .expect("the dumper ran after the blocker");
+        assert!(
+            own.tasks
+                .iter()
+                .all(|t| t.name.as_deref() != Some("blocker")),
+            "the blocker completed first: {own}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Shutdown
 
 #[test]
@@ -646,9 +881,13 @@ fn observability_child() {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .init();
+    let workers = std::env::var("WEIR_OBSERVABILITY_WORKERS")
+        .ok()
+        .and_then(|w| w.parse().ok())
+        .unwrap_or(2);
     observability::run(observability::Args {
         port: 0,
-        workers: Some(2),
+        workers: Some(workers),
     })
     .unwrap();
 }
@@ -661,8 +900,18 @@ struct Example {
 }
 
 impl Example {
+    /// The example with 2 workers, on the backend `WEIR_BACKEND` names (epoll by default).
     fn start() -> Example {
-        let mut child = Command::new(std::env::current_exe().unwrap())
+        Example::start_with(2, None)
+    }
+
+    /// The example with `workers` workers, on `backend` (else as `WEIR_BACKEND` says).
+    fn start_with(workers: usize, backend: Option<&str>) -> Example {
+        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        if let Some(b) = backend {
+            cmd.env("WEIR_BACKEND", b);
+        }
+        let mut child = cmd
             .args([
                 "--exact",
                 "observability_child",
@@ -670,6 +919,7 @@ impl Example {
                 "--test-threads=1",
             ])
             .env("WEIR_OBSERVABILITY_CHILD", "1")
+            .env("WEIR_OBSERVABILITY_WORKERS", workers.to_string())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -762,6 +1012,68 @@ fn the_example_reports_a_blocked_handler_on_stderr_and_serves_its_dump() {
 
 /// The values of every sample of `series` in Prometheus's answer to a range query, per
 /// series (`worker` label).
+/// As the docs present the example: `/block/{ms}` blocks a worker, and a `/dump` asked
+/// meanwhile (served by another worker, while the blocked one holds its own sockets) lists
+/// `blocker` as running on the worker the stall report names. With 2 and 4 workers on epoll,
+/// whose idle workers and monitor collect a blocked worker's I/O. Not on io_uring: only a
+/// ring's own thread can reap it, so a request whose socket (or whose listener) sits on the
+/// blocked worker's ring waits for that worker, and the dump is then taken after the block.
+#[test]
+fn the_examples_dump_route_shows_the_blocker_while_it_blocks() {
+    for workers in [2, 4] {
+        let example = Example::start_with(workers, Some("epoll"));
+        let addr = example.addr;
+        // Far longer than the test needs: the block ends when the example is killed.
+        let block = std::thread::spawn(move || {
+            let mut s = TcpStream::connect(addr).unwrap();
+            write!(s, "GET /block/600000 HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+            let mut rest = Vec::new();
+            let _ = s.read_to_end(&mut rest);
+        });
+        let deadline = Instant::now() + LIMIT;
+        let worker = loop {
+            let line = example
+                .stderr
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .expect("a stall report on stderr");
+            if line.contains("weir::stall")
+                && line.contains("task_name=\"blocker\"")
+                && line.contains("elapsed=")
+            {
+                let w = line.split_once(" worker=").expect("worker field").1;
+                let w: usize = w
+                    .split(|c: char| !c.is_ascii_digit())
+                    .next()
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                break w;
+            }
+        };
+        let (status, dump) = http_get(addr, "/dump");
+        assert_eq!(status, 200, "{dump}");
+        let line = dump
+            .lines()
+            .find(|l| l.contains("\"blocker\""))
+            .unwrap_or_else(|| panic!("the blocker is listed ({workers} workers): {dump}"));
+        assert!(
+            line.contains(&format!(": running on worker {worker},")),
+            "the worker of the stall report, {worker} ({workers} workers): {dump}"
+        );
+        let own = dump
+            .lines()
+            .filter(|l| l.contains("running on worker"))
+            .count();
+        assert_eq!(own, 2, "the blocker and the dump's own task run: {dump}");
+        drop(example);
+        block.join().unwrap();
+    }
+    println!(
+        "skipped: the example's dump route on io_uring: a blocked worker's ring is reaped by its \
+         own thread only, so a request on it waits for the block to end"
+    );
+}
+
 fn samples(answer: &str) -> Vec<Vec<f64>> {
     let v: serde_json::Value = serde_json::from_str(answer).unwrap();
     assert_eq!(v["status"], "success", "{answer}");

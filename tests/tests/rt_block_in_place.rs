@@ -206,9 +206,13 @@ fn block_in_place_panics_in_a_task_of_a_current_thread_runtime() {
     });
     let msg = panic_message(err.into_panic());
     assert!(msg.contains("current-thread runtime"), "{msg}");
-    // The `block_on` future itself runs the closure in place, as with tokio (see
-    // `tokio_parity.rs`); the runtime still works afterwards.
-    assert_eq!(rt.block_on(async { weir::task::block_in_place(|| 1) }), 1);
+    // The `Runtime::block_on` future refuses it too, as tokio's does (see `tokio_parity.rs`);
+    // the runtime still works afterwards.
+    let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        rt.block_on(async { weir::task::block_in_place(|| 1) })
+    }));
+    let msg = panic_message(refused.expect_err("refused in a current-thread block_on"));
+    assert!(msg.contains("current-thread runtime"), "{msg}");
     assert_eq!(
         rt.block_on(async { weir::spawn(async { 2 }).await.unwrap() }),
         2

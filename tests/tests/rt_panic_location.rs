@@ -91,8 +91,8 @@ fn misuse_inside_a_runtime_reports_the_callers_line() {
     assert_panics_here!(rt.block_on(async { h.block_on(async {}) }));
     assert_panics_here!(rt.block_on(async { drop(h.spawn_on(9, async {})) }));
     assert_panics_here!(rt.block_on(async { drop(weir::task::spawn_local(async {})) }));
-    // In a task of a current-thread runtime (its `block_on` future runs the closure in place);
-    // `resume_unwind` re-raises the task's panic without a hook call of its own.
+    // In a task of a current-thread runtime; `resume_unwind` re-raises the task's panic without
+    // a hook call of its own.
     let line = line!() + 1;
     let task = || weir::spawn(async { weir::task::block_in_place(|| ()) });
     let got = panic_location(|| {
@@ -103,4 +103,14 @@ fn misuse_inside_a_runtime_reports_the_callers_line() {
         })
     });
     assert_here(got, line);
+}
+
+/// tokio's `block_in_place_panic_caller` (rt_panic): `block_in_place` in the future of a
+/// current-thread runtime's `block_on` panics at the caller's line.
+#[test]
+fn block_in_place_panic_caller() {
+    let rt = weir::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    assert_panics_here!(rt.block_on(async { weir::task::block_in_place(|| {}) }));
 }

@@ -284,25 +284,119 @@ rt_test! {
 
 // --- `block_in_place` in a current-thread `block_on` -----------------------------------------
 
-/// `block_in_place` in the future of a current-thread runtime's `block_on` (through the
-/// runtime or a handle) runs the closure; in a task of that runtime it still panics.
+/// The start of the panic of `block_in_place` on a current-thread runtime, tokio's words.
+const TOKIO_BLOCKING_PANIC: &str =
+    "can call blocking only when running on the multi-threaded runtime";
+
+/// Runs `f`, which must panic with tokio's message for `block_in_place` on a current-thread
+/// runtime followed by weir's advice.
+#[track_caller]
+fn assert_refuses_blocking<R>(f: impl FnOnce() -> R) {
+    let payload = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(_) => panic!("block_in_place ran on a current-thread runtime"),
+        Err(payload) => payload,
+    };
+    let msg = panic_message(payload);
+    assert!(msg.starts_with(TOKIO_BLOCKING_PANIC), "{msg}");
+    assert!(
+        msg.contains("spawn_blocking"),
+        "weir's advice follows: {msg}"
+    );
+}
+
+/// tokio's `test_block_in_place1` (rt_threaded): `block_in_place` in the body of the test
+/// macro's default flavour, current-thread, panics.
+#[weir::test]
+#[should_panic(expected = "can call blocking only when running on the multi-threaded runtime")]
+async fn test_block_in_place1() {
+    weir::task::block_in_place(|| {});
+}
+
+/// tokio's `test_block_in_place2`: the same on the multi-thread flavour runs the closure.
+#[weir::test(flavor = "multi_thread")]
+async fn test_block_in_place2() {
+    weir::task::block_in_place(|| {});
+}
+
+/// tokio's `test_block_in_place3`: `#[main(flavor = "current_thread")]` panics.
+#[should_panic(expected = "can call blocking only when running on the multi-threaded runtime")]
+#[weir::main(flavor = "current_thread")]
 #[test]
-fn block_in_place_in_current_thread_block_on_runs_the_closure() {
+async fn test_block_in_place3() {
+    weir::task::block_in_place(|| {});
+}
+
+/// tokio's `test_block_in_place4`: `#[main]` (multi-thread) runs the closure.
+#[weir::main]
+#[test]
+async fn test_block_in_place4() {
+    weir::task::block_in_place(|| {});
+}
+
+/// tokio's `no_block_in_current_thread_scheduler` (task_blocking).
+#[weir::test(flavor = "current_thread")]
+#[should_panic(expected = "can call blocking only when running on the multi-threaded runtime")]
+async fn no_block_in_current_thread_scheduler() {
+    weir::task::block_in_place(|| {});
+}
+
+/// tokio's `no_block_in_current_thread_block_on` (task_blocking), on every backend: an explicit
+/// current-thread `Runtime::block_on` refuses too, and the runtime works afterwards.
+#[test]
+fn no_block_in_current_thread_block_on() {
+    for backend in backends("no_block_in_current_thread_block_on") {
+        let rt = build(Flavor::CurrentThread, backend);
+        assert_refuses_blocking(|| rt.block_on(async { weir::task::block_in_place(|| {}) }));
+        // In a task, too (tokio's `no_block_in_current_thread_scheduler` as a task).
+        let in_task =
+            rt.block_on(async { weir::spawn(async { weir::task::block_in_place(|| 9) }).await });
+        let err = in_task.expect_err("a task of a current-thread runtime cannot block in place");
+        assert_refuses_blocking(|| std::panic::resume_unwind(err.into_panic()));
+        assert_eq!(
+            rt.block_on(async { weir::spawn(async { 2 }).await.unwrap() }),
+            2
+        );
+    }
+}
+
+/// tokio's `yes_block_in_threaded_block_on` (task_blocking): a multi-thread `Runtime::block_on`
+/// runs the closure, on every backend.
+#[test]
+fn yes_block_in_threaded_block_on() {
+    for backend in backends("yes_block_in_threaded_block_on") {
+        let rt = build(Flavor::Workers(2), backend);
+        assert_eq!(rt.block_on(async { weir::task::block_in_place(|| 7) }), 7);
+    }
+}
+
+/// A `Handle::block_on`, which tokio lets block in place on either flavour, runs the closure on
+/// a current-thread runtime too; so do a `Runtime::block_on` inside a multi-thread runtime's
+/// `block_in_place` and a blocking-pool thread of a current-thread runtime.
+#[test]
+fn block_in_place_in_a_current_thread_handle_block_on_runs_the_closure() {
     let rt = build(Flavor::CurrentThread, Backend::Epoll);
-    assert_eq!(rt.block_on(async { weir::task::block_in_place(|| 7) }), 7);
     let handle = rt.handle().clone();
     let v = handle.block_on(async {
         weir::time::sleep(Duration::from_millis(1)).await;
         weir::task::block_in_place(|| 8)
     });
     assert_eq!(v, 8);
-    let in_task =
-        rt.block_on(async { weir::spawn(async { weir::task::block_in_place(|| 9) }).await });
-    let err = in_task.expect_err("a task of a current-thread runtime cannot block in place");
-    assert!(
-        panic_message(err.into_panic()).contains("current-thread"),
-        "the panic names the reason"
-    );
+    let v = rt.block_on(async {
+        weir::task::spawn_blocking(|| weir::task::block_in_place(|| 3))
+            .await
+            .unwrap()
+    });
+    assert_eq!(v, 3);
+    let outer = build(Flavor::Workers(2), Backend::Epoll);
+    let v = outer.block_on(async {
+        weir::task::block_in_place(|| {
+            let inner = build(Flavor::CurrentThread, Backend::Epoll);
+            // Inside it, the current-thread `Runtime::block_on` refuses as ever.
+            assert_refuses_blocking(|| inner.block_on(async { weir::task::block_in_place(|| {}) }));
+            inner.block_on(async { 4 })
+        })
+    });
+    assert_eq!(v, 4);
 }
 
 // --- `block_on` after shutdown ---------------------------------------------------------------
@@ -912,21 +1006,6 @@ fn spawn_local_off_the_workers_panics_with_tokios_message() {
     rt.block_on(async move {
         drop(weir::task::spawn_local(async {}));
     })
-}
-
-/// tokio's `no_block_in_current_thread_scheduler` (task_blocking): `block_in_place` in a task
-/// of a current-thread runtime.
-#[test]
-fn block_in_place_in_a_current_thread_task_panics_with_tokios_message() {
-    let rt = build(Flavor::CurrentThread, Backend::Epoll);
-    let err = rt
-        .block_on(async { weir::spawn(async { weir::task::block_in_place(|| {}) }).await })
-        .unwrap_err();
-    let msg = panic_message(err.into_panic());
-    assert!(
-        msg.starts_with("can call blocking only when running on the multi-threaded runtime"),
-        "{msg}"
-    );
 }
 
 /// tokio's `assert_usage` (uds_socket): the wrong kind of `UnixSocket` for the conversion.

@@ -12,11 +12,12 @@
 use std::fmt;
 use std::panic::Location;
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use crate::recorder::ticks;
 use crate::shared::Shared;
-use crate::task_core::Id;
+use crate::task_core::{Header, Id};
 
 /// A snapshot of a runtime's live tasks; see [`Handle::dump`](crate::Handle::dump). Its
 /// `Display` is the text form (one line per task).
@@ -91,38 +92,20 @@ impl fmt::Display for TaskState {
 /// Takes the dump of `shared`'s runtime.
 pub(crate) fn take(shared: &Shared) -> TaskDump {
     let started = Instant::now();
-    // What each worker polls now, by task id.
-    let running: Vec<Option<u64>> = shared
-        .remotes
-        .iter()
-        .map(|r| r.metrics.current.read().and_then(|p| p.task))
-        .collect();
     let timed = shared.config.timing.polls;
     let now = ticks::now();
     let mut tasks = Vec::with_capacity(shared.owned.len());
     let longest_lock = shared.owned.inspect(|h| {
-        let s = h.state.snapshot();
-        if s.complete {
+        let Some(state) = state_of(shared, h) else {
             return;
-        }
-        let id = h.id.as_u64();
-        let state = if s.running {
-            match running.iter().position(|r| *r == Some(id)) {
-                Some(worker) => TaskState::Running { worker },
-                None => TaskState::Blocking,
-            }
-        } else if s.notified {
-            TaskState::Scheduled
-        } else {
-            TaskState::Idle
         };
-        let last = h.last_polled_at.load(std::sync::atomic::Ordering::Relaxed);
+        let last = h.last_polled_at.load(Relaxed);
         tasks.push(TaskInfo {
             id: h.id,
             name: h.name.clone(),
             location: h.location,
             state,
-            polls: h.polls.load(std::sync::atomic::Ordering::Relaxed),
+            polls: h.polls.load(Relaxed),
             since_last_poll: (timed && last != 0)
                 .then(|| Duration::from_nanos(ticks::ns_between(last, now))),
             age: Duration::from_nanos(ticks::ns_between(h.spawned_at, now)),
@@ -136,6 +119,51 @@ pub(crate) fn take(shared: &Shared) -> TaskDump {
         took: started.elapsed(),
         await_trees: await_trees(),
     }
+}
+
+/// How many times [`state_of`] looks again at a task that holds `RUNNING` but that no worker
+/// publishes, before it calls it blocking.
+const LOOKS: usize = 4;
+
+/// What task `h` is doing now; `None` once it completed.
+///
+/// A worker publishes the poll it is in before the task's `RUNNING` bit is set, and withdraws
+/// it only after the bit is cleared (`worker/mod.rs`, `recorder::CurrentPoll`). So a task seen
+/// `RUNNING` is either still published by the worker polling it when the workers are read
+/// *afterwards* (running there: the worker it blocks, or the dumping task's own), or its poll
+/// has ended since (its state, read again, says what it is now), or it left its worker in
+/// `block_in_place` (blocking). The workers are read after the state, never before: a poll
+/// that begins after the workers were read would otherwise hold `RUNNING` unpublished and be
+/// taken for blocking. A task that keeps beginning new polls between the reads is looked at
+/// [`LOOKS`] times at most.
+fn state_of(shared: &Shared, h: &Header) -> Option<TaskState> {
+    let id = h.id.as_u64();
+    for _ in 0..LOOKS {
+        let s = h.state.snapshot();
+        if s.complete {
+            return None;
+        }
+        if !s.running {
+            return Some(if s.notified {
+                TaskState::Scheduled
+            } else {
+                TaskState::Idle
+            });
+        }
+        if let Some(worker) = polling(shared, id) {
+            return Some(TaskState::Running { worker });
+        }
+        // Not published: it left its worker, or the poll ended meanwhile; look again.
+    }
+    Some(TaskState::Blocking)
+}
+
+/// The worker publishing a poll of task `id` now, if any.
+fn polling(shared: &Shared, id: u64) -> Option<usize> {
+    shared
+        .remotes
+        .iter()
+        .position(|r| r.metrics.current.read().and_then(|p| p.task) == Some(id))
 }
 
 #[cfg(feature = "async-backtrace")]

@@ -1,6 +1,7 @@
-//! The runtime's monitor thread: it reports stalls in progress and writes task dumps on a
-//! signal. One per runtime, started by `Builder::build` when stall detection or the dump
-//! signal is on, stopped at shutdown.
+//! The runtime's monitor thread: it reports stalls in progress, writes task dumps on a
+//! signal, and rescues the work of a worker stuck in one poll. One per runtime, started by
+//! `Builder::build` when stall detection or the dump signal is on, or the runtime has more than
+//! one worker; stopped at shutdown.
 //!
 //! # Stalls
 //!
@@ -15,9 +16,27 @@
 //! (no usable cycle counter), the marker is the worker's poll count, the monitor measures a
 //! stall from when it first saw the poll, and it reports the end itself.
 //!
+//! # A stuck worker's work
+//!
+//! A worker stuck in one poll turns neither its reactor nor its queues. Its peers collect its
+//! ready I/O (I/O stealing) and take its queued tasks only while they are awake themselves:
+//! idle peers sleep in their own reactors, and nothing there wakes them for a peer's sockets.
+//! So on an otherwise idle server a blocked worker would hold every connection registered with
+//! its reactor — its listener's, a new request's, the one that asks for a task dump — until it
+//! returns. At each look, the monitor rescues a worker that it sees in the same poll as at
+//! its previous look (stuck for at least one period): it collects that worker's ready events
+//! (`ReactorHandle::steal_events`, which also makes the registrations handed to it), whose
+//! tasks are then woken from this thread, so they go to the inject queue and an idle worker
+//! is woken for them; and it wakes an idle worker if the stuck one has tasks queued, to steal
+//! them. A backend whose reactor cannot be polled from another thread (io_uring: only the
+//! ring's own thread may reap it; mio) leaves those sockets to their worker.
+//!
+//! # Cost
+//!
 //! The workers pay nothing for this beyond publishing their poll: no clock read, no syscall,
 //! no shared write. The monitor costs a wake-up per quarter threshold (40 per second at the
-//! default 100 ms) and a few loads per worker each time.
+//! default 100 ms; 10 per second with stall detection off) and a few loads per worker each
+//! time; a rescue costs one non-blocking `epoll_wait` on the stuck worker's epoll.
 
 use std::io;
 use std::sync::Arc;
@@ -29,8 +48,8 @@ use super::{backtrace, dump};
 use crate::recorder::{StallNote, ticks};
 use crate::shared::Shared;
 
-/// How often the monitor looks when only the dump signal needs it.
-const DUMP_ONLY_PERIOD: Duration = Duration::from_millis(100);
+/// How often the monitor looks when stall detection is off.
+const UNTIMED_PERIOD: Duration = Duration::from_millis(100);
 
 /// What `Builder::build` asks of the monitor.
 pub(crate) struct MonitorConfig {
@@ -67,7 +86,7 @@ impl Monitor {
     /// Starts the monitor if `shared`'s runtime needs one.
     pub(crate) fn start(shared: &Arc<Shared>, cfg: MonitorConfig) -> io::Result<Option<Monitor>> {
         let stall = shared.config.timing.stall;
-        if stall.is_none() && cfg.dump_signal.is_none() {
+        if stall.is_none() && cfg.dump_signal.is_none() && shared.remotes.len() < 2 {
             return Ok(None);
         }
         let stop = Arc::new(AtomicBool::new(false));
@@ -101,7 +120,7 @@ impl Monitor {
             backtraces: cfg.stall_backtrace,
             seen: vec![Seen::default(); shared.remotes.len()],
         };
-        let period = stall.map_or(DUMP_ONLY_PERIOD, |t| {
+        let period = stall.map_or(UNTIMED_PERIOD, |t| {
             (t / 4).clamp(Duration::from_millis(1), Duration::from_millis(250))
         });
         let thread = thread::Builder::new()
@@ -147,6 +166,8 @@ impl Drop for Monitor {
 /// The monitor's view of one worker.
 #[derive(Clone, Copy, Default)]
 struct Seen {
+    /// The marker of the poll seen at the previous look, for [`Watcher::track`] (0: none).
+    previous: u64,
     /// The marker of the poll last seen (0: none).
     marker: u64,
     task: Option<u64>,
@@ -168,9 +189,13 @@ impl Watcher {
     fn run(mut self, period: Duration) {
         while !self.stop.load(Ordering::Acquire) && !self.shared.is_shutdown() {
             thread::park_timeout(period);
-            if let Some(threshold) = self.shared.config.timing.stall {
-                for worker in 0..self.seen.len() {
+            for worker in 0..self.seen.len() {
+                let stuck = self.track(worker);
+                if let Some(threshold) = self.shared.config.timing.stall {
                     self.look(worker, threshold);
+                }
+                if stuck {
+                    self.rescue(worker, period);
                 }
             }
             if self.dump_requested.swap(false, Ordering::Relaxed) {
@@ -182,6 +207,46 @@ impl Watcher {
                     "{dump}"
                 );
             }
+        }
+    }
+
+    /// Notes `worker`'s current poll; `true` if it is the poll seen at the previous look too
+    /// (the worker has been in it for at least one period), or the worker waits for a
+    /// `block_in_place` it could not hand itself over for.
+    fn track(&mut self, worker: usize) -> bool {
+        let marker = self.shared.remotes[worker]
+            .metrics
+            .current
+            .read()
+            .map_or(0, |p| p.marker);
+        let seen = &mut self.seen[worker];
+        let stuck = marker != 0 && marker == seen.previous;
+        seen.previous = marker;
+        // A worker that could not hand itself over in `block_in_place` is stuck as well.
+        stuck || self.shared.remotes[worker].stalled.load(Ordering::Relaxed)
+    }
+
+    /// `worker` is stuck in one poll: its ready I/O and its queued tasks go to the others (see
+    /// the module docs).
+    fn rescue(&self, worker: usize, period: Duration) {
+        let shared = &*self.shared;
+        if shared.remotes.len() < 2 {
+            return;
+        }
+        let remote = &shared.remotes[worker];
+        // Its tasks are woken here, off the workers: into the inject queue, and an idle worker
+        // is woken for them.
+        match remote.reactor.steal_events(period) {
+            Ok(0) => {}
+            Ok(n) => {
+                tracing::debug!(target: "weir::sched", worker, woken = n, "collected a stuck worker's I/O events");
+            }
+            Err(e) => {
+                tracing::error!(target: "weir::reactor", worker, error = %e, "collecting a stuck worker's I/O events failed");
+            }
+        }
+        if !remote.steal.is_empty() || !remote.backlog.is_empty() {
+            shared.notify_parked();
         }
     }
 
@@ -211,12 +276,16 @@ impl Watcher {
             }
             *seen = match current {
                 Some(p) => Seen {
+                    previous: seen.previous,
                     marker: p.marker,
                     task: p.task,
                     first_seen: Some(now),
                     reported: false,
                 },
-                None => Seen::default(),
+                None => Seen {
+                    previous: seen.previous,
+                    ..Seen::default()
+                },
             };
         }
         let Some(p) = current else { return };

@@ -31,9 +31,10 @@ pub use yield_now::yield_now;
 /// poll happens on a worker.
 ///
 /// Inside `f`, [`Handle::block_on`](crate::Handle::block_on) is allowed, and no cooperative
-/// budget applies. Outside a task — in the future of any `block_on`, on the blocking pool, or
-/// outside any runtime — `f` simply runs (in a current-thread runtime's `block_on`, its tasks
-/// wait until `f` returns, as with tokio).
+/// budget applies. Outside a task — in the future of a multi-thread runtime's `block_on` or of
+/// any [`Handle::block_on`](crate::Handle::block_on), on the blocking pool, inside another
+/// `block_in_place`, or outside any runtime — `f` simply runs, as with tokio (in a
+/// current-thread runtime's `Handle::block_on`, its tasks wait until `f` returns).
 ///
 /// Prefer [`spawn_blocking`](crate::spawn_blocking) for work that can move to another thread:
 /// it costs no hand-over. `block_in_place` is for blocking code that must run where the task
@@ -61,8 +62,14 @@ pub use yield_now::yield_now;
 /// ```
 ///
 /// # Panics
-/// In a task of a current-thread runtime (there is no other thread to hand the worker to): use
-/// [`spawn_blocking`](crate::spawn_blocking) there.
+/// On a current-thread runtime, as tokio's does, with tokio's message ("can call blocking only
+/// when running on the multi-threaded runtime") followed by weir's advice: in its tasks, and in
+/// the future of its [`Runtime::block_on`](crate::Runtime::block_on) — the body of a
+/// `#[weir::test]` (whose default flavour is current-thread) or of a
+/// `#[weir::main(flavor = "current_thread")]` function. There is no other thread to hand the
+/// worker to, and `f` would hold the one thread that runs every task. Use
+/// [`spawn_blocking`](crate::spawn_blocking) there, or a multi-thread runtime
+/// (`#[weir::test(flavor = "multi_thread")]`).
 #[track_caller]
 pub fn block_in_place<F, R>(f: F) -> R
 where

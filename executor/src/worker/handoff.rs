@@ -25,9 +25,12 @@
 //! inject queue for the other workers. Its pinned tasks and timers wait until the closure
 //! returns; its ready I/O can still be collected by idle peers (I/O stealing).
 //!
-//! In a task of a current-thread runtime there is nowhere to hand the worker to:
-//! `block_in_place` panics there, as with tokio. Off a task (the future of any `block_on`, the
-//! blocking pool, no runtime) it just runs the closure.
+//! A current-thread runtime has nowhere to hand its worker to: `block_in_place` panics in its
+//! tasks and in the future of its `Runtime::block_on` (the body of a `#[weir::test]`), as
+//! tokio's does, since the closure would hold the one thread that runs every task. In the future
+//! of a `Handle::block_on`, which tokio allows, it runs the closure (the runtime's tasks wait
+//! for it). Off a task elsewhere (the future of a multi-thread runtime's `block_on`, the
+//! blocking pool, inside another `block_in_place`, no runtime) it just runs the closure.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -52,25 +55,29 @@ pub(crate) fn block_in_place<F: FnOnce() -> R, R>(f: F) -> R {
     // that frame (a task poll), so the reference stays valid until we return, also after the
     // worker is unset below.
     let Some(cx) = (unsafe { cx.as_ref() }) else {
+        // Not a worker: a current-thread `Runtime::block_on` whose core another thread holds
+        // refuses it all the same.
+        if context::block_in_place_refused() {
+            refuse();
+        }
         return run_blocking(f);
     };
     let Some(core) = cx.lent.take() else {
         // Not inside a task poll of this worker (the root future of a current-thread
         // `block_on`, a waker): nothing to hand over.
         if cx.shared.is_current_thread() {
-            // Still driving the runtime: a `block_on` in `f` would wait for this thread's own
-            // core, so it keeps being refused.
+            if context::block_in_place_refused() {
+                refuse();
+            }
+            // `Handle::block_on`, still driving the runtime: a `block_on` in `f` would wait for
+            // this thread's own core, so it keeps being refused.
             return coop::unconstrained(f);
         }
         return run_blocking(f);
     };
     if cx.shared.is_current_thread() {
         cx.lent.set(Some(core));
-        panic!(
-            "can call blocking only when running on the multi-threaded runtime (weir: \
-             `block_in_place` in a task of a current-thread runtime would block its one thread, \
-             which runs every task. Use `weir::task::spawn_blocking`, or a multi-thread runtime.)"
-        );
+        refuse();
     }
     // The worker is not stalled by this task from now on (it carries on elsewhere, or its
     // stay is documented): the stall monitor stops watching the poll.
@@ -82,9 +89,23 @@ pub(crate) fn block_in_place<F: FnOnce() -> R, R>(f: F) -> R {
     run_blocking(f)
 }
 
+/// `block_in_place` on a current-thread runtime: tokio's panic, then weir's advice.
+#[track_caller]
+#[cold]
+fn refuse() -> ! {
+    panic!(
+        "can call blocking only when running on the multi-threaded runtime (weir: \
+         `block_in_place` in a task of a current-thread runtime, or in the future of its \
+         `Runtime::block_on` — the body of a `#[weir::test]` — would block the one thread that \
+         runs every task. Use `weir::task::spawn_blocking`, or a multi-thread runtime: \
+         `#[weir::test(flavor = \"multi_thread\")]`.)"
+    );
+}
+
 /// The closure itself: blocking is allowed (`block_on` too), and no budget applies.
 fn run_blocking<R>(f: impl FnOnce() -> R) -> R {
     let _free = context::set_in_runtime(false);
+    let _allowed = context::refuse_block_in_place(false);
     coop::unconstrained(f)
 }
 

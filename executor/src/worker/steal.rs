@@ -8,7 +8,9 @@
 //! and runs their wakers here, so the tasks queue here: when it runs out of work (`search`,
 //! from a peer not parked that has not turned its reactor for [`IDLE_STALL`]) and in its
 //! periodic maintenance (from one stalled for [`STALL`]). A parked owner is left alone: it gets
-//! the events itself.
+//! the events itself. Idle workers sleep in their own reactors and steal nothing: while every
+//! other worker sleeps, the runtime's monitor thread collects a stuck worker's events instead
+//! (`metrics/monitor.rs`), and their tasks go to an idle worker it wakes.
 
 use std::time::Duration;
 

@@ -200,15 +200,27 @@ impl ReactorHandle {
     /// The owner: makes the registrations handed to it (see
     /// [`add_source_handed`](Self::add_source_handed)).
     pub(super) fn make_handed(&self) {
+        self.make_handed_counted(true);
+    }
+
+    /// Another thread makes the registrations handed to an owner that is stuck (I/O stealing,
+    /// `steal.rs`): the owner's `epoll_ctl` for it.
+    pub(super) fn make_handed_for_owner(&self) {
+        self.make_handed_counted(false);
+    }
+
+    fn make_handed_counted(&self, by_owner: bool) {
         let inner = &*self.inner;
         if inner.handed_len.load(Ordering::SeqCst) == 0 {
             return;
         }
         let mut handed = inner.handed.lock();
-        inner
-            .metrics
-            .registrations_handed
-            .add_owner(handed.len() as u64);
+        let n = handed.len() as u64;
+        if by_owner {
+            inner.metrics.registrations_handed.add_owner(n);
+        } else {
+            inner.metrics.registrations_handed.add_shared(n);
+        }
         for h in handed.drain(..) {
             if let Err(e) = inner.registry.register(h.fd, h.token, h.interest) {
                 tracing::warn!(target: "weir::reactor", fd = h.fd, error = %e,

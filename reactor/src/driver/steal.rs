@@ -39,20 +39,12 @@ impl ReactorHandle {
     /// Unexpected OS errors of `epoll_wait`.
     pub fn steal_events(&self, min_stall: Duration) -> io::Result<usize> {
         let inner = &*self.inner;
-        if !inner.registry.capabilities().stealing
-            || inner.park.is_parked()
-            || inner.turning.load(Ordering::Relaxed)
-            || inner.shutdown.load(Ordering::Acquire)
-        {
+        if !inner.registry.capabilities().stealing || !self.is_stuck(min_stall) {
             return Ok(0);
         }
-        if !min_stall.is_zero() {
-            let last = inner.clock_ns.load(Ordering::Relaxed);
-            let now = timer_queue::to_ns(inner.clock.now());
-            if now.saturating_sub(last) < u64::try_from(min_stall.as_nanos()).unwrap_or(u64::MAX) {
-                return Ok(0);
-            }
-        }
+        // Sockets handed to the owner (accepted on another worker) are not in its epoll until
+        // its next turn: made here, their events are not left waiting for the owner either.
+        self.make_handed_for_owner();
         // Fresh buffers while the thread exits (its thread-locals are gone).
         let (mut events, mut wake) = STEAL_BUF.try_with(|cell| cell.take()).unwrap_or_default();
         events.clear();
@@ -71,6 +63,29 @@ impl ReactorHandle {
         wake.drain(..).for_each(Waker::wake);
         let _ = STEAL_BUF.try_with(|cell| cell.set((events, wake)));
         res.map(|_| n)
+    }
+}
+
+impl ReactorHandle {
+    /// `true` if this reactor's owner is neither parked in it nor in a turn of it, and has not
+    /// turned it for at least `min_stall` (a zero `min_stall`: at all): it is running tasks, or
+    /// one task holds it, or the OS has descheduled it. Its events then wait for it unless
+    /// another thread collects them ([`steal_events`](Self::steal_events)). Two loads and a
+    /// clock read.
+    pub fn is_stuck(&self, min_stall: Duration) -> bool {
+        let inner = &*self.inner;
+        if inner.park.is_parked()
+            || inner.turning.load(Ordering::Relaxed)
+            || inner.shutdown.load(Ordering::Acquire)
+        {
+            return false;
+        }
+        if min_stall.is_zero() {
+            return true;
+        }
+        let last = inner.clock_ns.load(Ordering::Relaxed);
+        let now = timer_queue::to_ns(inner.clock.now());
+        now.saturating_sub(last) >= u64::try_from(min_stall.as_nanos()).unwrap_or(u64::MAX)
     }
 }
 
