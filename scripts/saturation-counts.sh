@@ -100,8 +100,8 @@ top_functions() {
     }
     END {
       for (f in ll) printf "%.2f\t%.2f\t%.1f\t%s\n", ll[f] / n, d1[f] / n, ir[f] / n, f
-    }' "$1" | sort -t "$(printf '\t')" -k1,1 -gr | head -n 12 |
-    awk -F '\t' '{ printf "   %6.2f L2 %6.2f L1d %7.1f instr  %s\n", $1, $2, $3, substr($4, 1, 110) }'
+    }' "$1" | sort -t "$(printf '\t')" -k1,1 -gr |
+    awk -F '\t' 'NR <= 12 { printf "   %6.2f L2 %6.2f L1d %7.1f instr  %s\n", $1, $2, $3, substr($4, 1, 110) }'
 }
 
 port=4700
@@ -145,7 +145,7 @@ for bin in "${bins[@]}"; do
       taskset -c 1 h2load --h1 -n $((c * per)) -c "$c" "$url" >"$out/$name-c$c.h2load"
       callgrind_control -d counted "$pid" >/dev/null
       stop "$pid"
-      long=$(ls "$cg".* | head -n 1)
+      long=$(ls "$cg".* | awk 'NR == 1')
       echo "-- c$c: per request, cache simulation L1d ${l1d} KiB, last level = L2 ${l2} KiB"
       grep -m1 '^summary:' "$long" | awk -v n=$((c * per)) '{
           # summary: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw
