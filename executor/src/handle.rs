@@ -7,6 +7,7 @@ use std::panic::Location;
 use std::pin::pin;
 use std::sync::Arc;
 
+use weir_reactor::for_executor::ReactorControl;
 use weir_reactor::os::linux::{KernelBusyPoll, ReactorHandleExt};
 
 use crate::block_on;

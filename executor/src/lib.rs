@@ -3,8 +3,8 @@
 //!
 //! # How it works
 //!
-//! A runtime has N workers. Each worker owns one reactor ([`weir_reactor::Driver`]) and drives
-//! it itself whenever it has nothing else to do, so readiness delivered by worker A's epoll wakes
+//! A runtime has N workers. Each worker owns one reactor (a [`weir_reactor`] `Driver`) and
+//! drives it itself whenever it has nothing else to do, so readiness delivered by worker A's epoll wakes
 //! tasks *on A*: the waker runs on A's thread and queues the task in A's local queue.
 //!
 //! * **Tasks** (`task_core/`): one allocation each (`Arc` of header + future/output stage + join

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::task::{Context, Poll, Wake, Waker};
 
-use weir_reactor::coop;
+use weir_reactor::for_executor;
 
 use super::join::{Join, JoinError, panic_message};
 use super::state::{AbortAction, IdleAction, RunAction, ShutdownAction, State, WakeAction};
@@ -385,7 +385,7 @@ where
                 // destructors see `thread::panicking()`); a destructor that panics then aborts.
                 let on_unwind = DropFutureOnUnwind(&*self);
                 // SAFETY: RUNNING acquired above.
-                let poll = coop::budget(|| unsafe { self.poll_future(&mut cx) });
+                let poll = for_executor::budget(|| unsafe { self.poll_future(&mut cx) });
                 std::mem::forget(on_unwind);
                 poll
             }))

@@ -272,7 +272,7 @@ impl Drop for Driver {
 
 impl ReactorHandle {
     /// Wakes the owner if it is parked (one eventfd write); costs no syscall if it is running.
-    pub fn unpark(&self) {
+    pub(crate) fn unpark(&self) {
         let inner = &*self.inner;
         match inner.park.unpark() {
             Unpark::Signal => {
@@ -286,7 +286,7 @@ impl ReactorHandle {
     }
 
     /// `true` if the owner is blocked in its driver right now (racy; for tests and metrics).
-    pub fn is_parked(&self) -> bool {
+    pub(crate) fn is_parked(&self) -> bool {
         self.inner.park.is_parked()
     }
 
@@ -330,7 +330,7 @@ impl ReactorHandle {
 
     /// Shuts the reactor down: every registration's waiters are woken and see an error, every
     /// timer waker is dropped. Idempotent.
-    pub fn shutdown(&self) {
+    pub(crate) fn shutdown(&self) {
         let inner = &*self.inner;
         if inner.shutdown.swap(true, Ordering::AcqRel) {
             return;
