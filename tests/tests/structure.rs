@@ -739,6 +739,25 @@ fn print_graph() {
         }
         out.push('\n');
     }
+    let (through, user) = executor_paths_into_the_reactor();
+    let items = |paths: Vec<String>| -> BTreeSet<String> {
+        paths
+            .into_iter()
+            .filter_map(|p| p.split_once(' ').map(|(_, path)| path.to_string()))
+            .collect()
+    };
+    let through = items(through);
+    let user = items(user.into_iter().map(|(at, _)| at).collect());
+    let _ = writeln!(
+        out,
+        "== weir-executor -> weir-reactor: {} items through weir_reactor::{REACTOR_CONTRACT}, {} of the user API",
+        through.len(),
+        user.len()
+    );
+    for p in through.iter().chain(&user) {
+        let _ = writeln!(out, "   {p}");
+    }
+    out.push('\n');
     let (long, _) = long_files();
     let _ = writeln!(
         out,
@@ -1149,6 +1168,268 @@ fn facade_modules_use_the_runtime_only_through_its_readiness_surface() {
          blocking pool (such a subsystem is a crate of its own, like net; or widen \
          FACADE_SURFACE and say why in ARCHITECTURE.md):\n{}",
         problems.join("\n")
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The seam between the executor and the reactor
+
+/// The module of `weir-reactor` that holds the worker's contract with its reactor: every item
+/// `weir-executor` uses that a user never does. Hidden from the docs; only the executor (and
+/// the reactor's own tests) may name it.
+const REACTOR_CONTRACT: &str = "for_executor";
+
+/// What `weir-executor` uses of `weir-reactor` besides [`REACTOR_CONTRACT`]: user API only,
+/// each reached by weir's users too — the reactor handle (`Handle::worker_reactor`,
+/// `TcpStream::from_std_with_handle`) and its counters, the backend and min_wait settings and
+/// the Linux controls (`weir::runtime`, `weir::os::linux`), CPU placement
+/// (`weir::runtime::allowed_cpus`, `pin_thread_to_cpu`), and the leaf side of the cooperative
+/// budget (`weir::task::coop`, and what a leaf future of a user's own spends). Exactly what the
+/// executor names: an entry it stops using fails the test too.
+const EXECUTOR_USES_OF_REACTOR_USER_API: [&str; 13] = [
+    "weir_reactor::ReactorHandle",
+    "weir_reactor::ReactorStats",
+    "weir_reactor::Backend",
+    "weir_reactor::MinWait",
+    "weir_reactor::os::linux::KernelBusyPoll",
+    "weir_reactor::os::linux::ReactorHandleExt",
+    "weir_reactor::thread::allowed_cpus",
+    "weir_reactor::thread::pin_to_cpu",
+    "weir_reactor::coop::BUDGET",
+    "weir_reactor::coop::unconstrained",
+    "weir_reactor::coop::has_budget_remaining",
+    "weir_reactor::coop::poll_budget",
+    "weir_reactor::coop::spend",
+];
+
+/// Reads the use tree at `toks[i]` as [`use_tree`] does, with each leaf's local name: the
+/// last segment, the module before a `self`, or the name after `as`.
+fn use_tree_named(
+    toks: &[Token],
+    mut i: usize,
+    mut prefix: Vec<String>,
+    out: &mut Vec<(Vec<String>, String)>,
+) -> usize {
+    loop {
+        let t = toks.get(i);
+        if let Some(w) = ident(t) {
+            prefix.push(w.to_string());
+            i += 1;
+            if matches!(toks.get(i), Some(Token { tok: Tok::Sep, .. })) {
+                i += 1;
+                continue;
+            }
+            let mut name = if w == "self" && prefix.len() > 1 {
+                prefix[prefix.len() - 2].clone()
+            } else {
+                w.to_string()
+            };
+            if is_ident(toks.get(i), "as") {
+                name = ident(toks.get(i + 1)).unwrap_or("_").to_string();
+                i += 2;
+            }
+            if prefix.last().is_some_and(|s| s == "self") {
+                prefix.pop();
+            }
+            out.push((prefix, name));
+            return i;
+        } else if is_punct(t, '{') {
+            i += 1;
+            while i < toks.len() && !is_punct(toks.get(i), '}') {
+                let before = i;
+                i = use_tree_named(toks, i, prefix.clone(), out);
+                if is_punct(toks.get(i), ',') {
+                    i += 1;
+                }
+                if i == before {
+                    i += 1;
+                }
+            }
+            return i + 1;
+        } else {
+            return i;
+        }
+    }
+}
+
+/// Every path into the crate `krate` (`weir_reactor`) that a source names outside comments and
+/// literals, whole, with its line. A name a `use` brings in and the file then uses as a path's
+/// first segment (`coop` of `use weir_reactor::coop;` in `coop::spend()`) stands for its
+/// expansions (`weir_reactor::coop::spend`), not for itself.
+fn crate_paths(text: &[char], krate: &str) -> Vec<(usize, Vec<String>)> {
+    let code = strip(text);
+    let toks = tokens(&code);
+    let sep = |j: usize| matches!(toks.get(j), Some(Token { tok: Tok::Sep, .. }));
+    let mut out = Vec::new();
+    for (i, t) in toks.iter().enumerate() {
+        if ident(Some(t)) != Some(krate) || (i > 0 && sep(i - 1)) {
+            continue;
+        }
+        let line = line_of(&code, t.at);
+        let mut leaves = Vec::new();
+        use_tree_named(&toks, i, Vec::new(), &mut leaves);
+        let imported = i > 0 && is_ident(toks.get(i - 1), "use");
+        for (segs, name) in leaves {
+            let mut expansions = Vec::new();
+            if imported {
+                for (j, u) in toks.iter().enumerate() {
+                    if ident(Some(u)) == Some(name.as_str())
+                        && !(j > 0 && sep(j - 1))
+                        && sep(j + 1)
+                        && let Some(next) = ident(toks.get(j + 2))
+                    {
+                        let mut p = segs.clone();
+                        p.push(next.to_string());
+                        expansions.push((line_of(&code, u.at), p));
+                    }
+                }
+            }
+            if expansions.is_empty() {
+                out.push((line, segs));
+            } else {
+                out.extend(expansions);
+            }
+        }
+    }
+    out
+}
+
+fn starts_with(path: &[String], prefix: &str) -> bool {
+    let p: Vec<&str> = prefix.split("::").collect();
+    path.len() >= p.len() && path.iter().zip(&p).all(|(a, b)| a == b)
+}
+
+/// The executor's paths into `weir-reactor`: (through the contract module, into the user API),
+/// each as `file:line path`.
+fn executor_paths_into_the_reactor() -> (Vec<String>, Vec<(String, String)>) {
+    let contract = format!("weir_reactor::{REACTOR_CONTRACT}");
+    let mut files = Vec::new();
+    rust_files(&repo().join("executor/src"), &mut files);
+    files.sort();
+    let (mut through, mut other) = (Vec::new(), Vec::new());
+    for f in files {
+        let text: Vec<char> = fs::read_to_string(&f).unwrap_or_default().chars().collect();
+        for (line, path) in crate_paths(&text, "weir_reactor") {
+            let at = format!("{}:{line} {}", rel(&f), path.join("::"));
+            if starts_with(&path, &contract) {
+                through.push(at);
+            } else {
+                other.push((at, path.join("::")));
+            }
+        }
+    }
+    (through, other)
+}
+
+#[test]
+fn the_executor_reaches_the_reactor_s_non_user_items_only_through_its_contract_module() {
+    let (through, other) = executor_paths_into_the_reactor();
+    assert!(
+        through.len() >= 10,
+        "the executor names weir_reactor::{REACTOR_CONTRACT} only {} times: has the reading of \
+         paths broken?",
+        through.len()
+    );
+    let mut problems = Vec::new();
+    let mut used = BTreeSet::new();
+    for (at, path) in &other {
+        let segs: Vec<String> = path.split("::").map(str::to_string).collect();
+        match EXECUTOR_USES_OF_REACTOR_USER_API
+            .iter()
+            .find(|allowed| starts_with(&segs, allowed))
+        {
+            Some(allowed) => {
+                used.insert(*allowed);
+            }
+            None => problems.push(format!(
+                "{at}: neither through the contract module nor in the list of user API"
+            )),
+        }
+    }
+    for allowed in EXECUTOR_USES_OF_REACTOR_USER_API {
+        if !used.contains(allowed) {
+            problems.push(format!(
+                "`{allowed}` is listed in EXECUTOR_USES_OF_REACTOR_USER_API, and the executor \
+                 no longer uses it"
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "the executor reaches weir-reactor beyond its user API other than through \
+         weir_reactor::{REACTOR_CONTRACT} (an item only the runtime may use belongs in \
+         reactor/src/{REACTOR_CONTRACT}.rs; a new user item the executor uses belongs in \
+         EXECUTOR_USES_OF_REACTOR_USER_API):\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn only_the_executor_uses_the_reactor_s_contract_module() {
+    let lib = fs::read_to_string(repo().join("reactor/src/lib.rs")).expect("reactor/src/lib.rs");
+    assert!(
+        lib.contains(&format!("#[doc(hidden)]\npub mod {REACTOR_CONTRACT};")),
+        "reactor/src/lib.rs declares `#[doc(hidden)] pub mod {REACTOR_CONTRACT};`"
+    );
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            if path.is_dir() {
+                if !name.starts_with('.') && name != "target" {
+                    walk(&path, out);
+                }
+            } else if name.ends_with(".rs") {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(&repo(), &mut files);
+    files.sort();
+    // The executor, and the reactor itself with its own tests (they test the contract).
+    let allowed = ["executor/", "reactor/"];
+    let mut problems = Vec::new();
+    for f in files {
+        let r = rel(&f);
+        if allowed.iter().any(|a| r.starts_with(a)) {
+            continue;
+        }
+        let text: Vec<char> = fs::read_to_string(&f).unwrap_or_default().chars().collect();
+        let code = strip(&text);
+        for t in tokens(&code) {
+            if ident(Some(&t)) == Some(REACTOR_CONTRACT) {
+                problems.push(format!("{r}:{}", line_of(&code, t.at)));
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "weir_reactor::{REACTOR_CONTRACT} is the worker's contract with its reactor, for \
+         weir-executor alone; these files name it (use the user API, or go through the \
+         executor):\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn crate_paths_expand_imported_modules() {
+    let src: Vec<char> = "use weir_reactor::coop;\nuse weir_reactor::for_executor::{self, Driver as D};\n\
+                          fn f() { coop::spend(); for_executor::budget(|| ()); weir_reactor::Backend::Epoll; }"
+        .chars()
+        .collect();
+    let got: Vec<String> = crate_paths(&src, "weir_reactor")
+        .into_iter()
+        .map(|(line, p)| format!("{line} {}", p.join("::")))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            "3 weir_reactor::coop::spend",
+            "3 weir_reactor::for_executor::budget",
+            "2 weir_reactor::for_executor::Driver",
+            "3 weir_reactor::Backend::Epoll",
+        ]
     );
 }
 
