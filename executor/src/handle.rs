@@ -16,7 +16,7 @@ use crate::context::{self, EnterGuard};
 use crate::metrics::{RuntimeMetrics, TaskDump};
 use crate::placement;
 use crate::shared::{Id, Shared};
-use crate::task_core::{JoinHandle, Placement};
+use crate::task_core::{JoinHandle, Placement, console};
 
 /// A cheap, cloneable reference to a runtime: spawn onto it, enter it, read its metrics.
 #[derive(Clone)]
@@ -300,11 +300,7 @@ impl Handle {
         let _refuse = context::refuse_block_in_place(refuse_block_in_place);
         let _enter = self.enter();
         let future = pin!(future);
-        #[cfg(feature = "console")]
-        let future = pin!(crate::task_core::console::BlockOnTask::new(
-            future,
-            Location::caller()
-        ));
+        let future = pin!(console::block_on_task(future, Location::caller()));
         block_on::block_on(&self.shared, future)
     }
 }
