@@ -18,12 +18,13 @@
 #![warn(missing_docs)]
 
 mod addr;
-mod buf;
 #[cfg(feature = "hyper-client")]
 mod hyper_client;
 mod io;
 pub mod shard;
 pub mod tcp;
+#[cfg(feature = "tokio-io")]
+mod tokio_io;
 mod udp;
 pub mod unix;
 
