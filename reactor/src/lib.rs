@@ -43,6 +43,7 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod ahead;
 mod config;
@@ -70,4 +71,5 @@ pub use ready::{Direction, Interest, Ready};
 pub use sys::Backend;
 /// Fault injection for the io_uring backend's tests (ring sizes). Not a stable API.
 #[cfg(all(feature = "test-hooks", target_os = "linux"))]
+#[doc(hidden)]
 pub use sys::uring::{UringDebug, UringTestHooks, set_test_hooks as set_uring_test_hooks};

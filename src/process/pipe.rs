@@ -16,6 +16,7 @@ use weir_reactor::{AsyncFd, Direction, Interest};
 use super::sys;
 
 #[cfg(feature = "tokio-io")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio-io")))]
 mod tokio_io;
 
 /// Our end of a pipe, registered with a reactor. `File` gives `read(2)`/`write(2)` on a shared

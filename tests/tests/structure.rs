@@ -1507,6 +1507,294 @@ fn links_into_the_bench_readme_name_existing_headings() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// docs.rs marks
+
+/// The mark docs.rs shows a feature-gated item with: `#[cfg_attr(docsrs, doc(cfg(PRED)))]`,
+/// whitespace removed, around the item's `cfg` predicate.
+fn doc_cfg_mark(pred: &str) -> String {
+    format!("#[cfg_attr(docsrs,doc(cfg({pred})))]")
+}
+
+/// The predicate of a `#[cfg(PRED)]` attribute (whitespace removed), if it is one.
+fn cfg_predicate(attr: &str) -> Option<&str> {
+    attr.strip_prefix("#[cfg(")?.strip_suffix(")]")
+}
+
+/// Every published crate (no `publish = false`): its name and its directory.
+fn published_crates() -> Vec<(String, PathBuf)> {
+    manifests()
+        .into_iter()
+        .filter(|m| {
+            let text =
+                fs::read_to_string(repo().join(&m.dir).join("Cargo.toml")).unwrap_or_default();
+            !text.lines().any(|l| l.trim() == "publish = false")
+        })
+        .map(|m| (m.name.clone(), repo().join(&m.dir)))
+        .collect()
+}
+
+/// One item of a source file as the marks check sees it: its outer attributes (whitespace
+/// removed), whether it is public (`pub` without a restriction, a public field, an `impl`, an
+/// exported macro), whether it is a `mod` (and its name, for `mod name;`), and where.
+#[derive(Debug)]
+struct MarkedItem {
+    attrs: Vec<String>,
+    public: bool,
+    module: Option<String>,
+    line: usize,
+}
+
+/// The items of `original` that carry attributes or are public, in order.
+fn items_with_attributes(original: &[char]) -> Vec<MarkedItem> {
+    let code = strip(original);
+    let toks = tokens(&code);
+    let mut out = Vec::new();
+    let mut pending: Vec<String> = Vec::new();
+    let mut i = 0;
+    // The previous token ends a statement or an item (or the file starts): an item may start.
+    let boundary =
+        |j: usize| j == 0 || matches!(toks[j - 1].tok, Tok::Punct(';' | '{' | '}' | ']'));
+    while i < toks.len() {
+        if is_punct(toks.get(i), '#') && is_punct(toks.get(i + 1), '[') {
+            // An outer attribute: up to its matching `]`.
+            let (mut j, mut depth) = (i + 1, 0usize);
+            loop {
+                match toks.get(j).map(|t| &t.tok) {
+                    Some(Tok::Punct('[')) => depth += 1,
+                    Some(Tok::Punct(']')) => {
+                        depth -= 1;
+                        if depth == 0 {
+                            break;
+                        }
+                    }
+                    None => break,
+                    _ => {}
+                }
+                j += 1;
+            }
+            let end = toks.get(j).map_or(original.len(), |t| t.at + 1);
+            let text: String = original[toks[i].at..end]
+                .iter()
+                .filter(|c| !c.is_whitespace())
+                .collect();
+            pending.push(text);
+            i = j + 1;
+            continue;
+        }
+        if !boundary(i) && pending.is_empty() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        let mut public = false;
+        let mut k = i;
+        if is_ident(toks.get(k), "pub") {
+            if is_punct(toks.get(k + 1), '(') {
+                while k < toks.len() && !is_punct(toks.get(k), ')') {
+                    k += 1;
+                }
+            } else {
+                public = true;
+            }
+            k += 1;
+        }
+        while matches!(
+            ident(toks.get(k)),
+            Some("unsafe" | "async" | "const" | "extern")
+        ) && ident(toks.get(k + 1)).is_some()
+        {
+            k += 1;
+        }
+        let keyword = ident(toks.get(k)).unwrap_or("");
+        let mut module = None;
+        match keyword {
+            "impl" => public = true,
+            "macro_rules" => public = pending.iter().any(|a| a == "#[macro_export]"),
+            "mod" => {
+                if is_punct(toks.get(k + 2), ';') {
+                    module = ident(toks.get(k + 1)).map(str::to_string);
+                }
+            }
+            "fn" | "struct" | "enum" | "union" | "trait" | "use" | "static" | "type" => {}
+            "const" => {}
+            _ => {
+                // A public field (`pub name: T`) is public too; anything else is not an item.
+                let field = public
+                    && ident(toks.get(k)).is_some()
+                    && is_punct(toks.get(k + 1), ':')
+                    && !matches!(toks.get(k + 1), Some(Token { tok: Tok::Sep, .. }));
+                if !field {
+                    pending.clear();
+                    i = start + 1;
+                    continue;
+                }
+            }
+        }
+        if !pending.is_empty() || public || module.is_some() {
+            out.push(MarkedItem {
+                attrs: std::mem::take(&mut pending),
+                public,
+                module,
+                line: line_of(&code, toks[start].at),
+            });
+        }
+        i = k + 1;
+    }
+    out
+}
+
+/// The file of `mod name;` declared in `file`.
+fn module_file(file: &Path, name: &str) -> Option<PathBuf> {
+    let dir = match file.file_name().and_then(|f| f.to_str()) {
+        Some("lib.rs" | "mod.rs" | "main.rs") => file.parent()?.to_path_buf(),
+        _ => file.with_extension(""),
+    };
+    [
+        dir.join(format!("{name}.rs")),
+        dir.join(name).join("mod.rs"),
+    ]
+    .into_iter()
+    .find(|f| f.is_file())
+}
+
+/// Checks `file` and the modules it declares: every public item under a `cfg` that names a
+/// feature carries that predicate's docs.rs mark (or is hidden from the docs), and so does
+/// every module declared under one, unless it is one side of an enabled/stub pair (a
+/// `cfg(P)` module beside a `cfg(not(P))` one: the crate's private halves of one API).
+fn check_marks(file: &Path, problems: &mut Vec<String>, seen: &mut usize) {
+    let text: Vec<char> = fs::read_to_string(file)
+        .unwrap_or_default()
+        .chars()
+        .collect();
+    let items = items_with_attributes(&text);
+    let feature_preds = |item: &MarkedItem| -> Vec<String> {
+        item.attrs
+            .iter()
+            .filter_map(|a| cfg_predicate(a))
+            .filter(|p| p.contains("feature="))
+            .map(str::to_string)
+            .collect()
+    };
+    // Every predicate a module of this file is declared under, for the pairs.
+    let module_preds: Vec<String> = items
+        .iter()
+        .filter(|it| it.module.is_some())
+        .flat_map(|it| {
+            it.attrs
+                .iter()
+                .filter_map(|a| cfg_predicate(a).map(str::to_string))
+        })
+        .collect();
+    for item in &items {
+        let preds = feature_preds(item);
+        let hidden = item.attrs.iter().any(|a| a == "#[doc(hidden)]");
+        let paired = |p: &str| {
+            module_preds
+                .iter()
+                .any(|q| q.contains(&format!("not({p})")) || p.contains(&format!("not({q})")))
+        };
+        let needs_marks = !preds.is_empty()
+            && !hidden
+            && (item.public || (item.module.is_some() && !preds.iter().any(|p| paired(p))));
+        if needs_marks {
+            *seen += 1;
+            for p in &preds {
+                if !item.attrs.contains(&doc_cfg_mark(p)) {
+                    problems.push(format!(
+                        "{}:{}: behind `cfg({p})` without `#[cfg_attr(docsrs, doc(cfg({p})))]`",
+                        rel(file),
+                        item.line
+                    ));
+                }
+            }
+        }
+        if let Some(name) = &item.module
+            && let Some(child) = module_file(file, name)
+        {
+            check_marks(&child, problems, seen);
+        }
+    }
+}
+
+#[test]
+fn docs_rs_marks_every_feature_gated_item() {
+    let mut problems = Vec::new();
+    let mut seen = 0;
+    let crates = published_crates();
+    assert!(crates.len() >= 10, "published crates: {crates:?}");
+    for (name, dir) in &crates {
+        let lib = dir.join("src/lib.rs");
+        let text = fs::read_to_string(&lib).unwrap_or_default();
+        let flat: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+        if !flat.contains("#![cfg_attr(docsrs,feature(doc_cfg))]") {
+            problems.push(format!(
+                "{}: no `#![cfg_attr(docsrs, feature(doc_cfg))]`",
+                rel(&lib)
+            ));
+        }
+        let manifest = fs::read_to_string(dir.join("Cargo.toml")).unwrap_or_default();
+        let docs_rs = manifest
+            .split("[package.metadata.docs.rs]")
+            .nth(1)
+            .map(|s| s.split("\n[").next().unwrap_or(""))
+            .unwrap_or("");
+        let flat: String = docs_rs.chars().filter(|c| !c.is_whitespace()).collect();
+        if !flat.contains("all-features=true")
+            || !flat.contains("rustdoc-args=[\"--cfg\",\"docsrs\"]")
+        {
+            problems.push(format!(
+                "{name}: its Cargo.toml's [package.metadata.docs.rs] needs `all-features = true` \
+                 and `rustdoc-args = [\"--cfg\", \"docsrs\"]`"
+            ));
+        }
+        check_marks(&lib, &mut problems, &mut seen);
+    }
+    assert!(
+        seen >= 10,
+        "only {seen} feature-gated items found: has the reading of attributes broken?"
+    );
+    assert!(
+        problems.is_empty(),
+        "docs.rs would show these feature-gated items without the feature they need (add the \
+         mark after the `cfg`, or `#[doc(hidden)]` for what is not for users):\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn marks_are_read_from_attributes() {
+    let src: Vec<char> = "#[cfg(feature = \"a\")]\n#[cfg_attr(docsrs, doc(cfg(feature = \"a\")))]\n\
+                          pub mod m;\n#[cfg(feature = \"b\")]\nmod x;\n#[cfg(not(feature = \"b\"))]\nmod y;\n\
+                          fn f() -> impl Sized {}\nimpl S { #[cfg(feature = \"c\")] pub fn g() {} }\n\
+                          #[cfg(feature = \"d\")] pub(crate) fn h() {}"
+        .chars()
+        .collect();
+    let got: Vec<String> = items_with_attributes(&src)
+        .iter()
+        .map(|it| {
+            format!(
+                "{} {} {:?} {}",
+                it.line,
+                it.public,
+                it.module,
+                it.attrs.join(" ")
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            "3 true Some(\"m\") #[cfg(feature=\"a\")] #[cfg_attr(docsrs,doc(cfg(feature=\"a\")))]",
+            "5 false Some(\"x\") #[cfg(feature=\"b\")]",
+            "7 false Some(\"y\") #[cfg(not(feature=\"b\"))]",
+            "9 true None ",
+            "9 true None #[cfg(feature=\"c\")]",
+            "10 false None #[cfg(feature=\"d\")]",
+        ]
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
 // Long files
 
 /// The long files of [`SHORT_FILE_DIRS`] as report lines: (all of them, those without an

@@ -22,6 +22,7 @@ mod owned;
 mod readiness;
 mod traits;
 #[cfg(any(feature = "tokio-io", feature = "hyper"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "tokio-io", feature = "hyper"))))]
 pub(crate) mod uninit;
 
 pub(crate) use ops::{

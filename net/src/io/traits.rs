@@ -58,6 +58,7 @@ macro_rules! stream_io_impls {
         }
 
         #[cfg(feature = "hyper")]
+        #[cfg_attr(docsrs, doc(cfg(feature = "hyper")))]
         impl hyper::rt::Read for $ty {
             fn poll_read(
                 self: ::std::pin::Pin<&mut Self>,
@@ -81,15 +82,15 @@ macro_rules! stream_io_impls {
     (write for $($ty:ty),+ $(,)?) => {$(
         $crate::io::stream_io_impls!(@write [] futures_io::AsyncWrite, poll_close, $ty, {});
         $crate::io::stream_io_impls!(
-            @write [#[cfg(feature = "hyper")]] hyper::rt::Write, poll_shutdown, $ty,
+            @write [#[cfg(feature = "hyper")] #[cfg_attr(docsrs, doc(cfg(feature = "hyper")))]] hyper::rt::Write, poll_shutdown, $ty,
             { fn is_write_vectored(&self) -> bool { true } }
         );
     )+};
 
     // The write traits differ only in the name of the close method and in whether they have
     // `is_write_vectored` (`$extra`).
-    (@write [$(#[$cfg:meta])?] $trait:path, $close:ident, $ty:ty, { $($extra:item)* }) => {
-        $(#[$cfg])?
+    (@write [$(#[$attr:meta])*] $trait:path, $close:ident, $ty:ty, { $($extra:item)* }) => {
+        $(#[$attr])*
         impl $trait for $ty {
             fn poll_write(
                 self: ::std::pin::Pin<&mut Self>,

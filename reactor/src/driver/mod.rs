@@ -252,6 +252,7 @@ impl Driver {
     /// Test hook (io_uring): makes the kernel end every armed poll at the next turn, as a CQ
     /// overflow may; each must be re-armed. Returns `false` on other backends.
     #[cfg(feature = "test-hooks")]
+    #[doc(hidden)]
     pub fn terminate_polls_for_test(&mut self) -> bool {
         self.selector.terminate_polls()
     }
@@ -259,6 +260,7 @@ impl Driver {
     /// Test introspection (io_uring): the ring's fd, the poll slots in use, how often the
     /// overflow, re-arm and thread-change paths ran. `None` on other backends.
     #[cfg(all(feature = "test-hooks", target_os = "linux"))]
+    #[doc(hidden)]
     pub fn uring_debug_info(&self) -> Option<crate::UringDebug> {
         self.selector.uring_debug_info()
     }

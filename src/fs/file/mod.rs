@@ -59,6 +59,7 @@ pub struct File {
 
 mod state;
 #[cfg(feature = "tokio-io")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio-io")))]
 mod tokio_io;
 
 use state::{Buf, Inner, Op, State, rewind};
