@@ -250,7 +250,7 @@ impl Watcher {
         match remote.reactor.rescue_stuck(period) {
             Ok(0) => {}
             Ok(n) => {
-                tracing::debug!(target: "weir::sched", worker, woken = n, "collected a stuck worker's ready I/O");
+                tracing::trace!(target: "weir::sched", worker, woken = n, "collected a stuck worker's ready I/O");
             }
             Err(e) => {
                 tracing::error!(target: "weir::reactor", worker, error = %e, "collecting a stuck worker's ready I/O failed");
