@@ -9,12 +9,10 @@
 //! completion for the same change) costs at most one extra attempt, and nothing is lost: this
 //! only ever adds readiness.
 //!
-//! Two kinds of registration are not, or only partly, the socket's to tell:
-//! - one whose input the backend takes ahead ([`Ahead`](crate::io::Ahead), io_uring's opt-in
-//!   receive and accept fast paths): its bytes or connections arrive through the owner's
-//!   ring, which a stuck owner does not reap, so `poll(2)` says nothing useful about its reads.
-//!   Only its writers are rescued;
-//! - the owner's wake handle, which is not a registration: wake-ups wait for the owner.
+//! One kind of registration is only partly the socket's to tell: one whose input the backend
+//! takes ahead ([`Ahead`](crate::io::Ahead), io_uring's opt-in receive and accept fast
+//! paths). Its bytes or connections arrive through the owner's ring, which a stuck owner does
+//! not reap, so `poll(2)` says nothing useful about its reads: only its writers are rescued.
 
 use std::io;
 use std::sync::Arc;
@@ -25,8 +23,8 @@ use super::{ReactorHandle, ScheduledIo};
 use crate::sys::Event;
 use crate::{Direction, Ready};
 
-/// At most this many fds per `poll(2)` call: far below any `RLIMIT_NOFILE`, past which the
-/// kernel refuses the call (`EINVAL`).
+/// At most this many fds per `poll(2)` call: the kernel refuses a call with more than
+/// `RLIMIT_NOFILE` (`EINVAL`), whose usual soft limit is 1024.
 const POLL_CHUNK: usize = 512;
 
 impl ReactorHandle {
