@@ -10,6 +10,7 @@
 use std::fmt;
 use std::future::{Future, poll_fn};
 use std::io;
+use std::net::SocketAddr;
 use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,9 +21,9 @@ use tokio::sync::{Semaphore, watch};
 use tokio_rustls::TlsAcceptor;
 
 use super::config::TlsConfig;
-use super::stream::TlsStream;
+use super::stream::{TlsConnectInfo, TlsStream};
 use crate::net::{TcpListener, TcpStream};
-use crate::serve::{AcceptLoops, Listener, ServeConn};
+use crate::serve::{AcceptLoops, IncomingStream, Listener, ServeConn};
 
 /// The default of [`TlsListener::handshake_timeout`].
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -394,4 +395,15 @@ async fn accept_loop<L>(
     }
     // Dropping `inner` closes the listening socket; the handshakes in flight see the stop.
     tracing::debug!(target: super::TARGET, "TLS accept loop stopped");
+}
+
+/// `ConnectInfo<TlsConnectInfo>` for handlers: `into_make_service_with_connect_info::<TlsConnectInfo>()`.
+impl<L> axum::extract::connect_info::Connected<IncomingStream<'_, TlsListener<L>>>
+    for TlsConnectInfo
+where
+    L: Listener<Io = TcpStream, Addr = SocketAddr>,
+{
+    fn connect_info(stream: IncomingStream<'_, TlsListener<L>>) -> TlsConnectInfo {
+        TlsConnectInfo::new(stream.io(), *stream.remote_addr())
+    }
 }

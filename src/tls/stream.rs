@@ -13,9 +13,7 @@ use hyper_util::rt::TokioIo;
 use rustls::pki_types::CertificateDer;
 use rustls::{ProtocolVersion, ServerConnection, SupportedCipherSuite};
 
-use super::listener::TlsListener;
 use crate::net::TcpStream;
-use crate::serve::{IncomingStream, Listener};
 
 /// tokio-rustls's server stream over a weir `TcpStream`.
 type Inner = tokio_rustls::server::TlsStream<TcpStream>;
@@ -185,6 +183,21 @@ struct Info {
 }
 
 impl TlsConnectInfo {
+    /// What `tls`, a connection from `remote_addr`, tells.
+    pub(super) fn new(tls: &TlsStream, remote_addr: SocketAddr) -> TlsConnectInfo {
+        let conn = tls.get_ref().1;
+        TlsConnectInfo {
+            info: Arc::new(Info {
+                remote_addr,
+                peer_certificates: conn.peer_certificates().map(<[_]>::to_vec),
+                alpn_protocol: conn.alpn_protocol().map(<[u8]>::to_vec),
+                server_name: conn.server_name().map(str::to_owned),
+                protocol_version: conn.protocol_version(),
+                cipher_suite: conn.negotiated_cipher_suite(),
+            }),
+        }
+    }
+
     /// The client's address.
     pub fn remote_addr(&self) -> SocketAddr {
         self.info.remote_addr
@@ -234,25 +247,5 @@ impl fmt::Debug for TlsConnectInfo {
             .field("protocol_version", &i.protocol_version)
             .field("cipher_suite", &i.cipher_suite.map(|s| s.suite()))
             .finish()
-    }
-}
-
-impl<L> axum::extract::connect_info::Connected<IncomingStream<'_, TlsListener<L>>>
-    for TlsConnectInfo
-where
-    L: Listener<Io = TcpStream, Addr = SocketAddr>,
-{
-    fn connect_info(stream: IncomingStream<'_, TlsListener<L>>) -> TlsConnectInfo {
-        let conn = stream.io().get_ref().1;
-        TlsConnectInfo {
-            info: Arc::new(Info {
-                remote_addr: *stream.remote_addr(),
-                peer_certificates: conn.peer_certificates().map(<[_]>::to_vec),
-                alpn_protocol: conn.alpn_protocol().map(<[u8]>::to_vec),
-                server_name: conn.server_name().map(str::to_owned),
-                protocol_version: conn.protocol_version(),
-                cipher_suite: conn.negotiated_cipher_suite(),
-            }),
-        }
     }
 }
