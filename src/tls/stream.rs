@@ -24,13 +24,15 @@ type Inner = tokio_rustls::server::TlsStream<TcpStream>;
 /// sends the TLS `close_notify` alert and then closes the TCP write side; dropping it without
 /// that sends the alert if the socket takes it at once, without waiting.
 pub struct TlsStream {
-    io: TokioIo<Inner>,
+    /// Boxed: the connection (rustls's state is over a kilobyte) moves through `serve`'s
+    /// layers as a pointer.
+    io: TokioIo<Box<Inner>>,
 }
 
 impl TlsStream {
     pub(super) fn new(io: Inner) -> TlsStream {
         TlsStream {
-            io: TokioIo::new(io),
+            io: TokioIo::new(Box::new(io)),
         }
     }
 
