@@ -18,7 +18,8 @@ use crate::net::TcpStream;
 /// tokio-rustls's server stream over a weir `TcpStream`.
 type Inner = tokio_rustls::server::TlsStream<TcpStream>;
 
-/// A TLS connection whose handshake is complete: what [`TlsListener`] hands to `serve`.
+/// A TLS connection whose handshake is complete: what [`TlsListener`](super::TlsListener)
+/// hands to `serve`.
 ///
 /// It speaks hyper's I/O traits. Shutting it down (hyper does at the end of a connection)
 /// sends the TLS `close_notify` alert and then closes the TCP write side; dropping it without
