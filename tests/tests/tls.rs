@@ -1019,6 +1019,61 @@ fn connect_info_socket_addr_through_tls() {
     });
 }
 
+/// A `TlsListener` around a `ShardedListener` (accepted from in one loop), and one used
+/// without `serve`, through `Listener::accept`: both complete handshakes and serve.
+#[test]
+fn tls_over_a_sharded_listener_and_through_accept() {
+    let _serial = serial();
+    let pki = Pki::new();
+    let rt = runtime(2);
+    rt.block_on(async {
+        let sharded = weir::net::ShardedListener::bind("127.0.0.1:0")
+            .await
+            .unwrap();
+        let addr = sharded.local_addr();
+        let listener = TlsListener::new(sharded, tls_config(&pki.server(&["localhost"], false)));
+        let stats = listener.stats();
+        let server = weir::spawn(weir::serve(listener, app(Default::default())).into_future());
+        for _ in 0..4 {
+            let mut tls = connect(addr, pki.client_config(&[])).await.unwrap();
+            assert!(
+                get_and_close(&mut tls, "/")
+                    .await
+                    .unwrap()
+                    .contains("hello")
+            );
+        }
+        assert_eq!(stats.completed(), 4, "{stats:?}");
+        server.abort();
+
+        // Accepting by hand: a garbage client is skipped, the next one is handed over.
+        use weir::serve::Listener as _;
+        let tcp = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = tcp.local_addr().unwrap();
+        let mut listener = TlsListener::new(tcp, tls_config(&pki.server(&["localhost"], false)));
+        let stats = listener.stats();
+        let mut garbage = bounded(TcpStream::connect(addr)).await.unwrap();
+        garbage.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
+        let config = pki.client_config(&[b"http/1.1"]);
+        // The client holds its connection until the checks are done.
+        let (done, hold) = tokio::sync::oneshot::channel::<()>();
+        let client = weir::spawn(async move {
+            let tls = connect(addr, config).await?;
+            let _ = hold.await;
+            drop(tls);
+            io::Result::Ok(())
+        });
+        let (tls, peer) = bounded(listener.accept()).await;
+        assert_eq!(tls.alpn_protocol(), Some(&b"http/1.1"[..]));
+        assert_eq!(tls.server_name(), Some("localhost"));
+        assert_eq!(tls.peer_addr().unwrap(), peer);
+        let _ = done.send(());
+        bounded(client).await.unwrap().unwrap();
+        assert_eq!((stats.failed(), stats.completed()), (1, 1), "{stats:?}");
+    });
+    assert_no_stall(&rt);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Graceful shutdown
 
