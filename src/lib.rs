@@ -363,6 +363,9 @@ pub mod serve;
 #[cfg(feature = "axum")]
 pub use serve::serve;
 
+#[cfg(feature = "rustls")]
+pub mod tls;
+
 pub use task::spawn;
 
 /// Checked by `#[weir::main(tokio_compat = true)]`: the feature is enabled.
