@@ -368,6 +368,10 @@ pub mod serve;
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub use serve::serve;
 
+#[cfg(feature = "rustls")]
+#[cfg_attr(docsrs, doc(cfg(feature = "rustls")))]
+pub mod tls;
+
 pub use task::spawn;
 
 /// Checked by `#[weir::main(tokio_compat = true)]`: the feature is enabled.

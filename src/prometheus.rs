@@ -425,7 +425,7 @@ impl PromCollector for Collector {
             },
             PerWorker {
                 name: "weir_reactor_events_stolen",
-                help: "I/O events of this reactor collected by another worker.",
+                help: "I/O events of this reactor collected by another thread while the worker was busy or stuck.",
                 unit: None,
                 value: &|w| Value::Counter(w.reactor.events_stolen),
             },

@@ -28,6 +28,7 @@ use crate::report;
 mod contention;
 mod echo;
 mod http;
+mod https;
 mod idle;
 mod instructions;
 mod measuring;
@@ -50,13 +51,14 @@ type Run = fn(&mut Ctx) -> ScenarioResult;
 
 /// Every scenario, in run order: the name the command line takes, and the entry point. A new
 /// scenario is a file in `scenarios/` and one row here (see the README, "Adding a scenario").
-const SCENARIOS: [(&str, Run); 14] = [
+const SCENARIOS: [(&str, Run); 15] = [
     ("echo", echo::echo),
     ("pingpong", pingpong::pingpong),
     ("medium-load", medium_load::medium_load),
     ("pinned", pinned::pinned),
     ("overload", overload::overload),
     ("http", http::http),
+    ("https", https::https),
     ("pipes", pipes::pipes),
     ("timers", timers::timers),
     ("idle", idle::idle),

@@ -163,7 +163,9 @@
 //!
 //! A ring cannot be reaped from another thread: the events of a descheduled owner wait in its
 //! CQ until it runs again. (weir's I/O stealing, which an idle worker does on a peer's epoll,
-//! does not exist on io_uring; the peer's *tasks* can still be stolen.)
+//! does not exist on io_uring; the peer's *tasks* can still be stolen, and for an owner stuck
+//! in one task weir's monitor thread asks `poll(2)` about the fds its tasks wait on, which
+//! needs no ring.)
 //!
 //! # Waiting, waking and min_wait
 //!

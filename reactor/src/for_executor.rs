@@ -16,7 +16,7 @@
 //! | builds a reactor per worker (and per `block_on` thread), turns and parks it | [`Driver`], [`DriverConfig`], [`MAX_EVENTS_LIMIT`], [`DEFAULT_TIMER_SPIN`] | `driver/mod.rs`, `driver/wait.rs`, `config.rs` |
 //! | waits for it from inside another event loop (tokio compatibility) | [`NestedPark`], [`NestTimer`] | `driver/nested.rs` |
 //! | makes it current on a thread, or the home of the thread's timers | [`ReactorEnterGuard`], [`TimerHomeGuard`], [`ReactorControl::enter`], `Driver::enter`, `Driver::enter_timers` | `context.rs` |
-//! | wakes its owner, shuts it down, collects a stuck peer's events, holds a paused clock | [`ReactorControl`] | `driver/mod.rs`, `driver/steal.rs`, `driver/timers.rs` |
+//! | wakes its owner, shuts it down, collects a stuck peer's ready I/O (stealing its events, or the readiness rescue), holds a paused clock | [`ReactorControl`] | `driver/mod.rs`, `driver/steal.rs`, `driver/rescue.rs`, `driver/timers.rs` |
 //! | polls a task with a fresh budget, inside a loop that restores the thread's budget | [`budget`], [`budget_scope`] | `coop/` |
 //! | counts with one writer, as the reactor does | [`Counter`] | `metrics.rs` |
 //! | sets its threads' timer slack | [`set_timer_slack`] | `thread.rs` |
@@ -53,7 +53,7 @@ pub fn budget_scope<R>(f: impl FnOnce() -> R) -> R {
 }
 
 /// What the runtime does to a reactor through its handle, and a user never does: wake its
-/// owner, shut it down, collect a stuck owner's events, enter it, hold its paused clock. Each
+/// owner, shut it down, collect a stuck owner's ready I/O, enter it, hold its paused clock. Each
 /// method is the handle's own (crate-private) method of the same name, where its docs are.
 pub trait ReactorControl {
     /// Wakes the owner if it is parked (one eventfd write); costs no syscall if it is running.
@@ -77,6 +77,23 @@ pub trait ReactorControl {
     /// `true` if the owner is neither parked nor in a turn and has not turned its reactor for
     /// at least `min_stall` (`driver/steal.rs`).
     fn is_stuck(&self, min_stall: Duration) -> bool;
+
+    /// Collects a stuck owner's ready I/O by whatever means the backend allows — its events
+    /// ([`steal_events`](Self::steal_events)) or the readiness of the fds tasks wait on
+    /// ([`poll_stuck_waiters`](Self::poll_stuck_waiters)) — and wakes the tasks on the calling
+    /// thread (`driver/rescue.rs`). Returns how many wakers were woken.
+    ///
+    /// # Errors
+    /// Unexpected OS errors of `epoll_wait` or `poll(2)`.
+    fn rescue_stuck(&self, min_stall: Duration) -> io::Result<usize>;
+
+    /// Readiness rescue, on any backend: for a stuck owner, one `poll(2)` over the fds tasks
+    /// wait on, whose readiness is delivered as the owner's events would be, waking the tasks
+    /// on the calling thread (`driver/rescue.rs`). Returns how many wakers were woken.
+    ///
+    /// # Errors
+    /// Unexpected OS errors of `poll(2)`.
+    fn poll_stuck_waiters(&self, min_stall: Duration) -> io::Result<usize>;
 
     /// Keeps an idle reactor from advancing its paused clock until the matching
     /// [`allow_auto_advance`](Self::allow_auto_advance) (`driver/timers.rs`).
@@ -114,6 +131,16 @@ impl ReactorControl for ReactorHandle {
     #[inline]
     fn is_stuck(&self, min_stall: Duration) -> bool {
         ReactorHandle::is_stuck(self, min_stall)
+    }
+
+    #[inline]
+    fn rescue_stuck(&self, min_stall: Duration) -> io::Result<usize> {
+        ReactorHandle::rescue_stuck(self, min_stall)
+    }
+
+    #[inline]
+    fn poll_stuck_waiters(&self, min_stall: Duration) -> io::Result<usize> {
+        ReactorHandle::poll_stuck_waiters(self, min_stall)
     }
 
     #[inline]

@@ -26,10 +26,12 @@
 //! * **Backends.** One contract, checked by the compiler, that the epoll, mio and io_uring
 //!   backends implement (`sys/`), with the capabilities each has: mio's timeouts are whole
 //!   milliseconds, and a ring's events cannot be collected by another thread (no I/O
-//!   stealing). The io_uring machinery is a crate of its own, `weir-io-uring-compat`; its
-//!   opt-in completion fast paths take a stream's bytes or a listener's connections ahead of
-//!   the program, which reads then take through one hook ([`io::Ahead`]). Linux-only controls
-//!   of a reactor (its epoll fd, kernel busy poll) are in [`os::linux`].
+//!   stealing; for an owner stuck in a task, another thread can still ask the kernel which of
+//!   the fds its tasks wait on are ready: a readiness rescue). The io_uring machinery is a
+//!   crate of its own, `weir-io-uring-compat`; its opt-in completion fast paths take a
+//!   stream's bytes or a listener's connections ahead of the program, which reads then take
+//!   through one hook ([`io::Ahead`]). Linux-only controls of a reactor (its epoll fd, kernel
+//!   busy poll) are in [`os::linux`].
 //!
 //! # Two faces
 //!

@@ -69,7 +69,8 @@ pub(crate) struct ReactorMetrics {
     pub(crate) wakes_sent: Counter,
     /// Any thread: unpark requests that found the owner running (no syscall).
     pub(crate) unparks_running: Counter,
-    /// Any thread: I/O events of this reactor collected by another worker (I/O stealing).
+    /// Any thread: I/O events of this reactor collected by another thread (I/O stealing, or a
+    /// readiness rescue of a stuck owner, `driver/rescue.rs`).
     pub(crate) events_stolen: Counter,
     /// Any thread with this reactor current: leaf operations that returned `Pending` for want
     /// of budget (`coop.rs`).
@@ -115,8 +116,11 @@ pub struct ReactorStats {
     pub wakes_sent: u64,
     /// Wake requests that found the owner running and cost no syscall.
     pub unparks_running: u64,
-    /// I/O events of this reactor that an idle worker collected and ran while this reactor's
-    /// owner was busy (I/O stealing); not included in `events`.
+    /// I/O events of this reactor that another thread collected and whose tasks it woke while
+    /// this reactor's owner was busy or stuck: events an idle worker or the monitor thread
+    /// stole from its epoll (I/O stealing), or, on backends whose events no other thread can
+    /// collect (io_uring, mio), fds found ready by the monitor's `poll(2)` of the ones tasks
+    /// wait on; not included in `events`.
     pub events_stolen: u64,
     /// Leaf operations (I/O, timers, join handles) that returned `Pending` because their
     /// task had spent its cooperative budget, on threads where this reactor is current.

@@ -677,3 +677,136 @@ fn recv_fast_path_detach_collects_what_the_receive_took() {
     assert!(settles_at(&mut d, 0));
     drop(reg);
 }
+
+// A stuck owner's waiters: another thread polls their fds (`ReactorHandle::poll_stuck_waiters`),
+// since no thread but the owner may reap the ring.
+
+/// A waker that counts its wake-ups.
+struct Count(std::sync::atomic::AtomicUsize);
+
+impl std::task::Wake for Count {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+fn counting_waker() -> (std::sync::Arc<Count>, std::task::Waker) {
+    let count = std::sync::Arc::new(Count(std::sync::atomic::AtomicUsize::new(0)));
+    (count.clone(), std::task::Waker::from(count))
+}
+
+fn wakes(count: &Count) -> usize {
+    count.0.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// The rescue, from a thread that is neither the owner nor the test's.
+fn rescue_elsewhere(h: &weir_reactor::ReactorHandle) -> usize {
+    let h = h.clone();
+    thread::spawn(move || h.poll_stuck_waiters(Duration::ZERO).unwrap())
+        .join()
+        .unwrap()
+}
+
+#[test]
+fn a_stuck_owners_armed_registration_is_rescued_and_keeps_working() {
+    need_uring!("a_stuck_owners_armed_registration_is_rescued_and_keeps_working");
+    let mut d = driver();
+    let (r, w) = pipe();
+    let reg = Registration::with_handle(r.as_raw_fd(), Interest::READABLE, d.handle()).unwrap();
+    d.poll().unwrap();
+    assert_eq!(slots(&d), 1, "the poll is armed in the ring");
+    // The owner stops turning; a task waits; the pipe becomes readable.
+    let (count, waker) = counting_waker();
+    let mut cx = std::task::Context::from_waker(&waker);
+    assert!(reg.poll_read_ready(&mut cx).is_pending());
+    write1(&w);
+    assert_eq!(rescue_elsewhere(d.handle()), 1);
+    assert_eq!(wakes(&count), 1);
+    // The task reads, meets `WouldBlock` and clears what it saw.
+    let std::task::Poll::Ready(Ok(ev)) = reg.poll_read_ready(&mut cx) else {
+        panic!("readable after the rescue")
+    };
+    let mut byte = [0u8; 1];
+    // SAFETY: reads at most one byte into a live local buffer from an open fd.
+    let n = unsafe { libc::read(r.as_raw_fd(), byte.as_mut_ptr().cast(), 1) };
+    assert_eq!(n, 1);
+    // SAFETY: as above.
+    let n = unsafe { libc::read(r.as_raw_fd(), byte.as_mut_ptr().cast(), 1) };
+    assert_eq!(n, -1, "drained");
+    reg.clear_readiness(ev);
+    // The owner comes back, reaps whatever its ring has for that byte, and the registration
+    // goes on: the next byte reaches it through the owner.
+    d.poll().unwrap();
+    reg.clear_readiness(reg.ready_now(Interest::READABLE));
+    assert!(!readable(&reg));
+    write1(&w);
+    d.park(Some(Duration::from_secs(30))).unwrap();
+    assert!(readable(&reg));
+    assert_eq!(rescue_elsewhere(d.handle()), 0, "nobody waits");
+}
+
+#[test]
+fn a_registration_still_in_a_stuck_owners_inbox_is_rescued() {
+    need_uring!("a_registration_still_in_a_stuck_owners_inbox_is_rescued");
+    let mut d = driver();
+    d.poll().unwrap();
+    // Registered (as a connection placed on this worker would be) after the owner's last
+    // turn: the registration waits in the ring's inbox, its poll not armed.
+    let (r, w) = pipe();
+    let h = d.handle().clone();
+    let fd = r.as_raw_fd();
+    let reg = thread::spawn(move || Registration::with_handle(fd, Interest::READABLE, &h))
+        .join()
+        .unwrap()
+        .unwrap();
+    assert_eq!(slots(&d), 0, "not armed yet");
+    let (count, waker) = counting_waker();
+    let mut cx = std::task::Context::from_waker(&waker);
+    assert!(reg.poll_read_ready(&mut cx).is_pending());
+    write1(&w);
+    assert_eq!(rescue_elsewhere(d.handle()), 1);
+    assert_eq!(wakes(&count), 1);
+    assert!(readable(&reg));
+    // The owner arms it at its next turn, and it reports the byte still there.
+    assert!(settles_at(&mut d, 1));
+    assert!(readable(&reg));
+}
+
+#[test]
+fn a_stuck_owners_read_ahead_socket_has_only_its_writers_rescued() {
+    need_uring!("a_stuck_owners_read_ahead_socket_has_only_its_writers_rescued");
+    let mut d = recv_driver();
+    d.poll().unwrap();
+    let (a, mut b) = UnixStream::pair().unwrap();
+    a.set_nonblocking(true).unwrap();
+    let reg = Registration::with_ahead(
+        a.as_raw_fd(),
+        Interest::READABLE | Interest::WRITABLE,
+        Some(d.handle()),
+    )
+    .unwrap();
+    assert!(reg.ahead().is_some(), "the fast path is on");
+    let (reads, read_waker) = counting_waker();
+    let (writes, write_waker) = counting_waker();
+    assert!(
+        reg.poll_read_ready(&mut std::task::Context::from_waker(&read_waker))
+            .is_pending()
+    );
+    assert!(
+        reg.poll_write_ready(&mut std::task::Context::from_waker(&write_waker))
+            .is_pending()
+    );
+    b.write_all(b"hello").unwrap();
+    // The socket is writable: its writer is rescued. Its bytes are the ring's to receive, so
+    // its reader is not (a read would find the queue empty).
+    assert_eq!(rescue_elsewhere(d.handle()), 1);
+    assert_eq!((wakes(&reads), wakes(&writes)), (0, 1));
+    let now = reg
+        .ready_now(Interest::READABLE | Interest::WRITABLE)
+        .ready();
+    assert!(now.is_writable() && !now.is_readable(), "{now:?}");
+    assert_eq!(reg.ahead().unwrap().buffered(), 0);
+    // The owner's turn receives them, in order, and wakes the reader.
+    assert!(poll_until(&mut d, 100, || wakes(&reads) == 1));
+    assert_eq!(drain_read_ahead(&reg), b"hello");
+}

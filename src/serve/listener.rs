@@ -18,8 +18,9 @@ const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
 /// accept the next connection.
 ///
 /// Implemented for [`TcpListener`], [`ShardedListener`] and
-/// [`UnixListener`]. Implement it for your own listener (e.g. one that wraps TLS around
-/// accepted streams, or sets socket options) to serve it with [`serve`](super::serve()).
+/// [`UnixListener`], and with the feature `rustls` for `weir::tls::TlsListener` (TLS around
+/// accepted streams). Implement it for your own listener (one that sets socket options, say)
+/// to serve it with [`serve`](super::serve()).
 pub trait Listener: Send + 'static {
     /// The connection stream.
     type Io: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static;
@@ -246,14 +247,13 @@ impl<L: Listener> fmt::Debug for IncomingStream<'_, L> {
     }
 }
 
-impl axum::extract::connect_info::Connected<IncomingStream<'_, TcpListener>> for SocketAddr {
-    fn connect_info(stream: IncomingStream<'_, TcpListener>) -> SocketAddr {
-        stream.remote_addr
-    }
-}
-
-impl axum::extract::connect_info::Connected<IncomingStream<'_, ShardedListener>> for SocketAddr {
-    fn connect_info(stream: IncomingStream<'_, ShardedListener>) -> SocketAddr {
+/// `ConnectInfo<SocketAddr>` for every listener of IP connections: [`TcpListener`],
+/// [`ShardedListener`], a TLS listener, or your own.
+impl<L> axum::extract::connect_info::Connected<IncomingStream<'_, L>> for SocketAddr
+where
+    L: Listener<Addr = SocketAddr>,
+{
+    fn connect_info(stream: IncomingStream<'_, L>) -> SocketAddr {
         stream.remote_addr
     }
 }

@@ -56,9 +56,9 @@
 //!   `http::Response<B>` for some body `B` (one clone serves each connection);
 //! - a *make-service*, called once per connection with an [`IncomingStream`]:
 //!   `router.into_make_service()`, or `router.into_make_service_with_connect_info::<SocketAddr>()`
-//!   so that handlers can extract `ConnectInfo<SocketAddr>` (implemented for
-//!   [`TcpListener`] and [`ShardedListener`]; implement axum's
-//!   `Connected<IncomingStream<'_, L>>` for your own connection-info type).
+//!   so that handlers can extract `ConnectInfo<SocketAddr>` (implemented for every listener
+//!   whose address is a `SocketAddr`: [`TcpListener`], [`ShardedListener`], a TLS listener;
+//!   implement axum's `Connected<IncomingStream<'_, L>>` for your own connection-info type).
 //!
 //! Listeners: [`TcpListener`], [`ShardedListener`],
 //! [`UnixListener`], or your own type implementing [`Listener`]. A listener is served by one

@@ -9,9 +9,9 @@
 //! - task dumps: 10 000 live tasks listed without holding a worker, every state, a dump on
 //!   a signal;
 //! - dumps while a named task blocks a worker, taken by a task on another worker, from outside
-//!   the runtime and on a signal (epoll and io_uring, 2 and 4 workers), from outside a blocked
-//!   current-thread runtime, and through the example's `/dump` route: each lists the blocking
-//!   task as running on the worker its stall report names;
+//!   the runtime, on a signal and through the example's `/dump` route (epoll and io_uring, 2
+//!   and 4 workers), and from outside a blocked current-thread runtime: each lists the
+//!   blocking task as running on the worker its stall report names;
 //! - dumps and scrapes during and after shutdown: partial state, no panic, no hang.
 //!
 //! The reports are collected by one process-wide `tracing` layer (the monitor thread writes
@@ -1014,14 +1014,20 @@ fn the_example_reports_a_blocked_handler_on_stderr_and_serves_its_dump() {
 /// series (`worker` label).
 /// As the docs present the example: `/block/{ms}` blocks a worker, and a `/dump` asked
 /// meanwhile (served by another worker, while the blocked one holds its own sockets) lists
-/// `blocker` as running on the worker the stall report names. With 2 and 4 workers on epoll,
-/// whose idle workers and monitor collect a blocked worker's I/O. Not on io_uring: only a
-/// ring's own thread can reap it, so a request whose socket (or whose listener) sits on the
-/// blocked worker's ring waits for that worker, and the dump is then taken after the block.
+/// `blocker` as running on the worker the stall report names. With 2 and 4 workers, on epoll,
+/// whose monitor collects a blocked worker's events, and on io_uring, whose ring only its own
+/// thread may reap: there the monitor asks `poll(2)` about the sockets tasks wait on (the
+/// listener's, the request's) and wakes their tasks elsewhere.
 #[test]
 fn the_examples_dump_route_shows_the_blocker_while_it_blocks() {
-    for workers in [2, 4] {
-        let example = Example::start_with(workers, Some("epoll"));
+    let backends = dump_backends("the_examples_dump_route_shows_the_blocker_while_it_blocks");
+    for (backend, workers) in backends.iter().flat_map(|b| [2, 4].map(|w| (*b, w))) {
+        // Strict: the example fails rather than run on epoll instead.
+        let name = match backend {
+            Backend::IoUring => "io_uring!",
+            _ => "epoll",
+        };
+        let example = Example::start_with(workers, Some(name));
         let addr = example.addr;
         // Far longer than the test needs: the block ends when the example is killed.
         let block = std::thread::spawn(move || {
@@ -1055,23 +1061,24 @@ fn the_examples_dump_route_shows_the_blocker_while_it_blocks() {
         let line = dump
             .lines()
             .find(|l| l.contains("\"blocker\""))
-            .unwrap_or_else(|| panic!("the blocker is listed ({workers} workers): {dump}"));
+            .unwrap_or_else(|| {
+                panic!("the blocker is listed ({backend:?}, {workers} workers): {dump}")
+            });
         assert!(
             line.contains(&format!(": running on worker {worker},")),
-            "the worker of the stall report, {worker} ({workers} workers): {dump}"
+            "the worker of the stall report, {worker} ({backend:?}, {workers} workers): {dump}"
         );
         let own = dump
             .lines()
             .filter(|l| l.contains("running on worker"))
             .count();
-        assert_eq!(own, 2, "the blocker and the dump's own task run: {dump}");
+        assert_eq!(
+            own, 2,
+            "the blocker and the dump's own task run ({backend:?}, {workers} workers): {dump}"
+        );
         drop(example);
         block.join().unwrap();
     }
-    println!(
-        "skipped: the example's dump route on io_uring: a blocked worker's ring is reaped by its \
-         own thread only, so a request on it waits for the block to end"
-    );
 }
 
 fn samples(answer: &str) -> Vec<Vec<f64>> {

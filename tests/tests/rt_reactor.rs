@@ -243,3 +243,73 @@ fn idle_worker_runs_events_of_a_blocked_worker() {
     assert!(stats[1].io_steals >= 1, "counted as an I/O steal");
     assert!(stats[0].reactor.events_stolen >= 1, "counted on the victim");
 }
+
+/// The monitor's rescue of a stuck worker: while worker 0 is stuck in one poll and worker 1
+/// sleeps in its own reactor, a task waiting on an fd registered with worker 0's reactor runs
+/// on worker 1 once the fd is ready — on every backend: epoll (the monitor collects worker 0's
+/// events), mio and io_uring (it asks `poll(2)` about the fds tasks wait on, since only a
+/// ring's own thread may reap it). The fd is registered before worker 0 gets stuck (armed in
+/// its poller, most likely), and while it is stuck (on io_uring: still in the ring's inbox).
+#[test]
+fn a_stuck_workers_waiting_task_runs_on_a_sleeping_worker() {
+    for backend in common::backends("a_stuck_workers_waiting_task_runs_on_a_sleeping_worker") {
+        for register_while_stuck in [false, true] {
+            stuck_worker_case(backend, register_while_stuck);
+        }
+    }
+}
+
+fn stuck_worker_case(backend: Backend, register_while_stuck: bool) {
+    use std::sync::mpsc::channel;
+    const LIMIT: Duration = Duration::from_secs(60);
+    let what = format!("{backend:?}, registered while stuck: {register_while_stuck}");
+    let rt = Builder::new_multi_thread()
+        .backend(backend)
+        .backend_strict(true)
+        .workers(2)
+        .build()
+        .unwrap();
+    let h = rt.handle().clone();
+    let (r, w) = pipe();
+    let reactor0 = h.worker_reactor(0).unwrap();
+    let (registered_tx, registered_rx) = channel::<()>();
+    let (done_tx, done_rx) = channel::<usize>();
+    let reader = async move {
+        let afd = AsyncFd::with_handle(r, weir::io::Interest::READABLE, &reactor0).unwrap();
+        registered_tx.send(()).unwrap();
+        let _ready = afd.readable().await.unwrap();
+        // The blocker may have given up waiting (the assertion below then says so).
+        let _ = done_tx.send(weir::runtime::worker_index().unwrap());
+    };
+    let mut reader = Some(reader);
+    let mut spawned = None;
+    if !register_while_stuck {
+        spawned = Some(h.spawn_on(1, reader.take().unwrap()));
+        registered_rx.recv_timeout(LIMIT).unwrap();
+    }
+    let (blocking_tx, blocking_rx) = channel::<()>();
+    let blocker = h.spawn_on(0, async move {
+        blocking_tx.send(()).unwrap();
+        // Blocks worker 0's thread until the reader has run elsewhere (or LIMIT passes).
+        done_rx.recv_timeout(LIMIT)
+    });
+    blocking_rx.recv_timeout(LIMIT).unwrap();
+    if let Some(reader) = reader {
+        spawned = Some(h.spawn_on(1, reader));
+        registered_rx.recv_timeout(LIMIT).unwrap();
+    }
+    write_fd(&w, b"x").unwrap();
+    let ran_on = rt.block_on(blocker).unwrap();
+    assert_eq!(
+        ran_on,
+        Ok(1),
+        "the reader ran on worker 1 while worker 0 was stuck ({what})"
+    );
+    rt.block_on(spawned.unwrap()).unwrap();
+    let stats = rt.metrics().workers();
+    assert!(
+        stats[0].reactor.events_stolen >= 1,
+        "counted on the stuck worker's reactor ({what}): {:?}",
+        stats[0].reactor
+    );
+}

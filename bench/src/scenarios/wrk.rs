@@ -1,4 +1,4 @@
-//! wrk's text output, parsed (the `http` and `pinned` scenarios run wrk).
+//! wrk's text output, parsed (the `http`, `pinned` and `https` scenarios run wrk).
 
 use std::io;
 use std::net::SocketAddr;
@@ -43,10 +43,18 @@ pub(super) fn run_wrk(
     args: &[String],
     on_phase: &mut dyn FnMut(Phase),
 ) -> io::Result<WrkResult> {
+    run_wrk_url(&format!("http://{addr}/"), args, on_phase)
+}
+
+/// [`run_wrk`] against `url` (an `https://` one: wrk speaks TLS through OpenSSL, a full
+/// handshake on every connection, certificates unchecked).
+pub(super) fn run_wrk_url(
+    url: &str,
+    args: &[String],
+    on_phase: &mut dyn FnMut(Phase),
+) -> io::Result<WrkResult> {
     let mut cmd = Command::new("wrk");
-    cmd.args(args)
-        .arg("--latency")
-        .arg(format!("http://{addr}/"));
+    cmd.args(args).arg("--latency").arg(url);
     on_phase(Phase::MeasureStart);
     let out = cmd.output()?;
     on_phase(Phase::MeasureEnd);

@@ -15,6 +15,7 @@ mod axum_srv;
 mod busy_loop;
 mod echo_conn;
 mod http;
+mod https_srv;
 mod raw_epoll;
 mod raw_uring;
 mod tokio_srv;
@@ -43,6 +44,9 @@ enum Kind {
     /// `examples/hello-http`'s service: a `tower::service_fn` answering every request with
     /// `Hello, World!`, served by `weir::serve` (weir only).
     Hello,
+    /// The `axum` Router over TLS (rustls): `weir::serve` through `weir::tls::TlsListener`
+    /// (weir), a tokio accept loop with tokio-rustls and hyper-util (tokio).
+    Https,
 }
 
 /// Who serves.
@@ -345,9 +349,12 @@ impl Args {
                     "--kind http needs --rt weir, tokio, raw-epoll or raw-uring, not {rt_name}"
                 ));
             }
-            if matches!(kind, Kind::BareHttp | Kind::Axum | Kind::Hello) {
+            if matches!(
+                kind,
+                Kind::BareHttp | Kind::Axum | Kind::Hello | Kind::Https
+            ) {
                 return Err(format!(
-                    "--kind bare-http and axum need --rt weir or tokio, not {rt_name}"
+                    "--kind bare-http, axum and https need --rt weir or tokio, not {rt_name}"
                 ));
             }
             if rt == Rt::RawUring && kind != Kind::Http {
@@ -571,6 +578,7 @@ mod tests {
             "--rt busy-loop --kind http",
             "--rt raw-uring --kind echo",
             "--rt raw-epoll --kind axum",
+            "--rt raw-epoll --kind https",
             "--rt raw-epoll --min-wait-adaptive-us 10",
             "--cpu x",
             "--rt busy-loop --workers 2",

@@ -51,6 +51,7 @@ pub(super) fn run(cfg: &Config) -> ! {
         }))),
         Kind::Axum => runtime.block_on(runtime.spawn(super::axum_srv::axum_serve(addr, stats))),
         Kind::Hello => unreachable!("refused by the command line: weir only"),
+        Kind::Https => runtime.block_on(runtime.spawn(super::https_srv::tokio_https(addr, stats))),
     };
     match served {
         Ok(Ok(())) => super::fatal("serving", "the accept loop stopped"),

@@ -97,6 +97,7 @@ pub(super) fn run(cfg: &Config) -> ! {
         }
         Kind::Axum => runtime.block_on(runtime.spawn(super::axum_srv::weir_serve(addr, stats))),
         Kind::Hello => runtime.block_on(runtime.spawn(super::axum_srv::weir_hello(addr, stats))),
+        Kind::Https => runtime.block_on(runtime.spawn(super::https_srv::weir_https(addr, stats))),
     };
     match served {
         Ok(Ok(())) => super::fatal("serving", "the accept loops stopped"),

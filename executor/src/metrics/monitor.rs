@@ -24,19 +24,30 @@
 //! So on an otherwise idle server a blocked worker would hold every connection registered with
 //! its reactor — its listener's, a new request's, the one that asks for a task dump — until it
 //! returns. At each look, the monitor rescues a worker that it sees in the same poll as at
-//! its previous look (stuck for at least one period): it collects that worker's ready events
-//! (`ReactorHandle::steal_events`, which also makes the registrations handed to it), whose
-//! tasks are then woken from this thread, so they go to the inject queue and an idle worker
-//! is woken for them; and it wakes an idle worker if the stuck one has tasks queued, to steal
-//! them. A backend whose reactor cannot be polled from another thread (io_uring: only the
-//! ring's own thread may reap it; mio) leaves those sockets to their worker.
+//! its previous look (stuck for at least one period): it collects that worker's ready I/O
+//! (`ReactorHandle::rescue_stuck`), whose tasks are then woken from this thread, so they go to
+//! the inject queue and an idle worker is woken for them; and it wakes an idle worker if the
+//! stuck one has tasks queued, to steal them. How the I/O is collected depends on the backend:
+//! - epoll: the worker's ready events, from its epoll (`steal_events`, which also makes the
+//!   registrations handed to it);
+//! - io_uring (whose ring only its own thread may reap) and mio: the readiness of the fds that
+//!   tasks wait on, asked of the kernel with `poll(2)` (`poll_stuck_waiters`), registrations
+//!   still in the ring's inbox included. Reads that the ring takes ahead of the program
+//!   (its opt-in receive and accept fast paths) reach their sockets only through the stuck
+//!   worker: those sockets' readers wait for it.
+//!
+//! The poll(2) rescue frees one wait at a time: a connection whose socket (or listener) sits
+//! on the stuck worker's reactor waits there again after each step — accept, read, write —
+//! and each such wait is rescued at the next look, so a request takes a few looks.
 //!
 //! # Cost
 //!
 //! The workers pay nothing for this beyond publishing their poll: no clock read, no syscall,
 //! no shared write. The monitor costs a wake-up per quarter threshold (40 per second at the
 //! default 100 ms; 10 per second with stall detection off) and a few loads per worker each
-//! time; a rescue costs one non-blocking `epoll_wait` on the stuck worker's epoll.
+//! time. A rescue, only while a worker is stuck and at most once per look, costs one
+//! non-blocking `epoll_wait` on the stuck worker's epoll; on io_uring and mio, a pass over its
+//! registrations under their lock and one `poll(2)` over the fds tasks wait on.
 
 use std::io;
 use std::sync::Arc;
@@ -238,13 +249,13 @@ impl Watcher {
         let remote = &shared.remotes[worker];
         // Its tasks are woken here, off the workers: into the inject queue, and an idle worker
         // is woken for them.
-        match remote.reactor.steal_events(period) {
+        match remote.reactor.rescue_stuck(period) {
             Ok(0) => {}
             Ok(n) => {
-                tracing::debug!(target: "weir::sched", worker, woken = n, "collected a stuck worker's I/O events");
+                tracing::trace!(target: "weir::sched", worker, woken = n, "collected a stuck worker's ready I/O");
             }
             Err(e) => {
-                tracing::error!(target: "weir::reactor", worker, error = %e, "collecting a stuck worker's I/O events failed");
+                tracing::error!(target: "weir::reactor", worker, error = %e, "collecting a stuck worker's ready I/O failed");
             }
         }
         if !remote.steal.is_empty() || !remote.backlog.is_empty() {

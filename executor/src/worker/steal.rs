@@ -9,8 +9,10 @@
 //! from a peer not parked that has not turned its reactor for [`IDLE_STALL`]) and in its
 //! periodic maintenance (from one stalled for [`STALL`]). A parked owner is left alone: it gets
 //! the events itself. Idle workers sleep in their own reactors and steal nothing: while every
-//! other worker sleeps, the runtime's monitor thread collects a stuck worker's events instead
-//! (`metrics/monitor.rs`), and their tasks go to an idle worker it wakes.
+//! other worker sleeps, the runtime's monitor thread collects a stuck worker's ready I/O
+//! instead (`metrics/monitor.rs`: its events on epoll; on io_uring and mio, whose events no
+//! other thread can collect, the readiness of the fds tasks wait on), and their tasks go to an
+//! idle worker it wakes.
 
 use std::time::Duration;
 

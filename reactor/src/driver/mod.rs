@@ -4,11 +4,12 @@
 //! | file | job |
 //! |---|---|
 //! | `mod.rs` | the two types and their shared state; building, parking, unparking, shutdown |
-//! | `registrations.rs` | registered fds and their generation tokens; the one delivery of events to them (owner and stealing) |
+//! | `registrations.rs` | registered fds and their generation tokens; the one delivery of events to them (owner, stealing, rescue) |
 //! | `scheduled_io.rs` | the readiness and wakers of one registered fd |
 //! | `wait.rs` | one turn of the owner: timeout, min_wait wait, timer spin, wait accounting, auto-advance |
 //! | `nested.rs` | waiting for the reactor from inside another event loop (its fd, the park's begin and end) |
 //! | `steal.rs` | I/O stealing: another thread collects this reactor's events |
+//! | `rescue.rs` | readiness rescue: another thread polls a stuck owner's waited-on fds (backends that cannot steal) |
 //! | `timers.rs` | the timer API of the handle, and expiry by the owner |
 //! | `timer_queue.rs` | the timer queue (an indexed binary heap of nanosecond deadlines) |
 //! | `clock.rs` | the clock the timers read: the OS clock, or a paused one |
@@ -34,6 +35,7 @@ use crate::sys::{self, AnyRegistry, AnySelector, Backend, Event};
 pub(crate) mod clock;
 mod nested;
 mod registrations;
+mod rescue;
 mod scheduled_io;
 mod steal;
 mod timer_queue;

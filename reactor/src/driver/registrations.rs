@@ -1,6 +1,7 @@
 //! Registered fds: a slab of readiness entries under generation tokens, and the one path by
 //! which collected events reach them ([`Registrations::deliver`]), whether the owner collected
-//! them or another thread stole them.
+//! them, another thread stole them, or another thread found them by polling a stuck owner's
+//! waited-on fds (`rescue.rs`).
 //!
 //! A token is `generation << 32 | index`; the generation of a slot changes at every insert, so
 //! an event collected for a registration that has since been removed (and its slot reused) is
@@ -62,9 +63,9 @@ impl Registrations {
         self.slab.drain().collect()
     }
 
-    /// Takes a slot for a new registration: its entry and token (fresh generation). Fails once
-    /// the reactor has shut down.
-    fn insert(&mut self) -> io::Result<(Arc<ScheduledIo>, u64)> {
+    /// Takes a slot for a new registration of `fd`: its entry and token (fresh generation).
+    /// Fails once the reactor has shut down.
+    fn insert(&mut self, fd: RawFd) -> io::Result<(Arc<ScheduledIo>, u64)> {
         if self.shutdown {
             return Err(gone());
         }
@@ -74,10 +75,18 @@ impl Registrations {
         if entry.key() > u32::MAX as usize {
             return Err(io::Error::other("too many registrations on one reactor"));
         }
-        let io = Arc::new(ScheduledIo::new(generation));
+        let io = Arc::new(ScheduledIo::new(generation, fd));
         let tok = token(generation, entry.key());
         entry.insert(io.clone());
         Ok((io, tok))
+    }
+
+    /// Every live entry with its token, in slab order (another thread's look at a stuck
+    /// owner's waiters, `rescue.rs`, whose findings come back through [`deliver`](Self::deliver)).
+    pub(super) fn entries(&self) -> impl Iterator<Item = (u64, &Arc<ScheduledIo>)> {
+        self.slab
+            .iter()
+            .map(|(index, io)| (token(io.generation(), index), io))
     }
 
     /// Frees the slot of `tok`, if it still holds that registration (not a later one).
@@ -129,14 +138,19 @@ impl ReactorHandle {
         ahead: bool,
     ) -> io::Result<(Arc<ScheduledIo>, u64, Option<Ahead>)> {
         let inner = &*self.inner;
-        let (io, tok) = self.insert_entry()?;
+        let (io, tok) = self.insert_entry(fd)?;
         let registered = if ahead {
             inner.registry.register_ahead(fd, tok, interest)
         } else {
             inner.registry.register(fd, tok, interest).map(|()| None)
         };
         match registered {
-            Ok(ahead) => Ok((io, tok, ahead)),
+            Ok(ahead) => {
+                if ahead.is_some() {
+                    io.set_reads_ahead();
+                }
+                Ok((io, tok, ahead))
+            }
             Err(e) => {
                 self.remove_source(tok);
                 Err(e)
@@ -145,9 +159,9 @@ impl ReactorHandle {
     }
 
     /// A new entry in the slab; keeps `Inner::registered` in step.
-    fn insert_entry(&self) -> io::Result<(Arc<ScheduledIo>, u64)> {
+    fn insert_entry(&self, fd: RawFd) -> io::Result<(Arc<ScheduledIo>, u64)> {
         let mut regs = self.inner.registrations.lock();
-        let entry = regs.insert()?;
+        let entry = regs.insert(fd)?;
         self.inner.registered.store(regs.len(), Ordering::Relaxed);
         Ok(entry)
     }
@@ -183,7 +197,7 @@ impl ReactorHandle {
         if inner.backend != crate::Backend::Epoll || self.is_owned_by_current_thread() {
             return self.add_source(fd, interest, ahead);
         }
-        let (io, token) = self.insert_entry()?;
+        let (io, token) = self.insert_entry(fd)?;
         {
             let mut handed = inner.handed.lock();
             handed.push(Handed {
@@ -434,7 +448,7 @@ mod proptests {
             let mut shut = false;
             for op in ops {
                 match op {
-                    Op::Insert => match set.insert() {
+                    Op::Insert => match set.insert(-1) {
                         Ok((io, tok)) => {
                             prop_assert!(!shut);
                             prop_assert_ne!(tok, WAKE_TOKEN);

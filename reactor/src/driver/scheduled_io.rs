@@ -1,5 +1,6 @@
 //! Per-fd readiness state: what the driver has seen, and who waits for it.
 
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicUsize, Ordering::AcqRel, Ordering::Acquire};
 use std::task::{Context, Poll, Waker};
 
@@ -10,15 +11,20 @@ use crate::{Direction, Ready};
 
 /// Layout of [`ScheduledIo::readiness`]:
 ///
-/// | bits   | content                                                              |
-/// |--------|----------------------------------------------------------------------|
-/// | 0..=7  | [`Ready`] bits seen by the driver and not yet cleared                |
-/// | 8..=23 | tick: bumped by every event the driver delivers (wrapping)           |
-/// | 24     | `SHUTDOWN`: the reactor is gone; set once, never unset               |
+/// | bits   | content                                                                    |
+/// |--------|----------------------------------------------------------------------------|
+/// | 0..=7  | [`Ready`] bits seen by the driver and not yet cleared                      |
+/// | 8..=23 | tick: bumped by every event the driver delivers (wrapping)                 |
+/// | 24     | `SHUTDOWN`: the reactor is gone; set once, never unset                     |
+/// | 25     | `READS_AHEAD`: the backend takes the fd's input ahead; set at registration |
 const READY_MASK: usize = 0xFF;
 const TICK_SHIFT: u32 = 8;
 const TICK_MASK: usize = 0xFFFF << TICK_SHIFT;
 const SHUTDOWN: usize = 1 << 24;
+/// Read readiness comes from the backend's [`Ahead`](crate::io::Ahead) queue, not from the
+/// socket. A bit of this word, which every update keeps but for its own bits, rather than a
+/// field: the entry does not grow.
+const READS_AHEAD: usize = 1 << 25;
 
 /// Readiness observed by a poll, to be handed back to
 /// [`Registration::clear_readiness`](crate::Registration::clear_readiness).
@@ -52,19 +58,72 @@ pub(crate) struct ScheduledIo {
     waiters: Mutex<Waiters>,
     /// The generation this entry was created with; stale events carry another one.
     generation: u32,
+    /// The fd this entry was registered for, for another thread's look at its readiness while
+    /// the owner is stuck (`rescue.rs`). Its number may be reused once the fd is closed: a
+    /// look then sees another file, which only costs a spurious wake-up.
+    fd: RawFd,
 }
 
 impl ScheduledIo {
-    pub(crate) fn new(generation: u32) -> ScheduledIo {
+    pub(crate) fn new(generation: u32, fd: RawFd) -> ScheduledIo {
         ScheduledIo {
             readiness: AtomicUsize::new(0),
             waiters: Mutex::new(Waiters::default()),
             generation,
+            fd,
         }
     }
 
     pub(crate) fn generation(&self) -> u32 {
         self.generation
+    }
+
+    /// The fd this entry was registered for.
+    pub(crate) fn fd(&self) -> RawFd {
+        self.fd
+    }
+
+    /// Notes that the backend takes this fd's input ahead (once, at registration): its read
+    /// readiness is then not the socket's to tell.
+    pub(crate) fn set_reads_ahead(&self) {
+        self.readiness.fetch_or(READS_AHEAD, AcqRel);
+    }
+
+    /// Read readiness comes from the backend's queue, not from the socket.
+    pub(crate) fn reads_ahead(&self) -> bool {
+        self.readiness.load(Acquire) & READS_AHEAD != 0
+    }
+
+    /// The readiness the waiters wait for and do not have: the union of the masks of the
+    /// stored wakers (a direction's slot, the readiness futures) that the recorded readiness
+    /// does not satisfy yet. `EMPTY` when nobody waits, or once the reactor is gone. (A waker
+    /// left in a slot by a task that then found its fd ready stays there; the recorded
+    /// readiness tells it from a waiting one.)
+    pub(crate) fn waited_for(&self) -> Ready {
+        let w = self.waiters.lock();
+        let cur = self.readiness.load(Acquire);
+        if cur & SHUTDOWN != 0 {
+            return Ready::EMPTY;
+        }
+        let now = Ready::from_usize(cur & READY_MASK);
+        let mut want = Ready::EMPTY;
+        let mut wait = |mask: Ready| {
+            if !now.intersects(mask) {
+                want |= mask;
+            }
+        };
+        if w.reader.is_some() {
+            wait(Direction::Read.mask());
+        }
+        if w.writer.is_some() {
+            wait(Direction::Write.mask());
+        }
+        for (_, (mask, waker)) in w.list.iter() {
+            if waker.is_some() {
+                wait(*mask);
+            }
+        }
+        want
     }
 
     #[inline]
@@ -231,7 +290,7 @@ mod tests {
 
     #[test]
     fn stale_clear_does_not_lose_a_new_event() {
-        let io = ScheduledIo::new(0);
+        let io = ScheduledIo::new(0, -1);
         let count = Arc::new(Count(AtomicUsize::new(0)));
         let waker = Waker::from(count.clone());
         let mut cx = Context::from_waker(&waker);
@@ -257,9 +316,58 @@ mod tests {
         assert!(!now.ready.contains(Ready::READABLE));
     }
 
+    /// The read-ahead mark lives in the readiness word: events, clears and a shutdown keep it,
+    /// and it is not readiness.
+    #[test]
+    fn the_read_ahead_mark_survives_every_update() {
+        let io = ScheduledIo::new(0, -1);
+        assert!(!io.reads_ahead());
+        io.set_reads_ahead();
+        assert!(io.reads_ahead());
+        assert!(io.ready_now(Ready::ALL).ready.is_empty());
+        let mut wake = Vec::new();
+        io.set_readiness(Ready::READABLE, &mut wake);
+        io.clear_readiness(io.ready_now(Ready::ALL));
+        assert!(io.ready_now(Ready::ALL).ready.is_empty());
+        io.shutdown();
+        assert!(io.reads_ahead());
+    }
+
+    /// What a rescue looks for: the masks of the waiters that the recorded readiness does not
+    /// satisfy.
+    #[test]
+    fn waited_for_is_what_the_waiters_lack() {
+        let io = ScheduledIo::new(0, -1);
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        let mut cx = Context::from_waker(&waker);
+        assert!(io.waited_for().is_empty(), "nobody waits");
+        assert!(io.poll_ready(&mut cx, Direction::Write).is_pending());
+        assert_eq!(io.waited_for(), Direction::Write.mask());
+        let mut key = None;
+        assert!(
+            io.poll_waiter(&mut cx, &mut key, Ready::PRIORITY)
+                .is_pending()
+        );
+        assert_eq!(io.waited_for(), Direction::Write.mask() | Ready::PRIORITY);
+        // Writable: the writer's waker is taken; the readiness future's stays, unsatisfied.
+        let mut wake = Vec::new();
+        io.set_readiness(Ready::WRITABLE, &mut wake);
+        assert_eq!(wake.len(), 1);
+        assert_eq!(io.waited_for(), Ready::PRIORITY);
+        io.remove_waiter(key.unwrap());
+        assert!(io.waited_for().is_empty());
+        // A waker left in its slot by a task that then saw readiness is not a waiter.
+        assert!(io.poll_ready(&mut cx, Direction::Read).is_pending());
+        io.readiness.fetch_or(Ready::READABLE.as_usize(), AcqRel);
+        assert!(io.waited_for().is_empty());
+        io.shutdown();
+        assert!(io.waited_for().is_empty());
+    }
+
     #[test]
     fn waiter_list_wakes_every_future() {
-        let io = ScheduledIo::new(0);
+        let io = ScheduledIo::new(0, -1);
         let count = Arc::new(Count(AtomicUsize::new(0)));
         let waker = Waker::from(count.clone());
         let mut cx = Context::from_waker(&waker);

@@ -32,8 +32,9 @@ impl ReactorHandle {
     /// the epoll's mutex, which a thief's `epoll_wait` would wait for as well).
     ///
     /// A wake-up meant for the owner that this collects is passed on (the eventfd is written
-    /// again). Never blocks; a backend that cannot be polled from another thread (mio) never
-    /// steals.
+    /// again). Never blocks; a backend whose events another thread cannot collect (io_uring,
+    /// mio) never steals: for those, [`poll_stuck_waiters`](Self::poll_stuck_waiters) asks
+    /// the kernel about the fds tasks wait on instead.
     ///
     /// # Errors
     /// Unexpected OS errors of `epoll_wait`.
