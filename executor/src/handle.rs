@@ -4,7 +4,6 @@
 use std::fmt;
 use std::future::Future;
 use std::panic::Location;
-use std::pin::pin;
 use std::sync::Arc;
 
 use weir_reactor::for_executor::ReactorControl;
@@ -299,8 +298,7 @@ impl Handle {
         let _in_runtime = context::set_in_runtime(true);
         let _refuse = context::refuse_block_in_place(refuse_block_in_place);
         let _enter = self.enter();
-        let future = pin!(future);
-        let future = pin!(console::block_on_task(future, Location::caller()));
+        console::pin_block_on_task!(future, Location::caller());
         block_on::block_on(&self.shared, future)
     }
 }

@@ -190,14 +190,19 @@ fn waker_op(span: Option<&tracing::span::Id>, op: WakerOp) {
     tracing::trace!(target: "runtime::waker", op, task.id = span.into_u64());
 }
 
-/// `future`, the future of a `block_on` call at `location`, seen by the console as a task of
-/// kind `block_on`.
-pub(crate) fn block_on_task<'a, F: Future>(
-    future: Pin<&'a mut F>,
-    location: &'static Location<'static>,
-) -> BlockOnTask<'a, F> {
-    BlockOnTask::new(future, location)
+/// Pins `$future`, the future of a `block_on` call at `$location`, inside a [`BlockOnTask`]
+/// (what the console sees as a task of kind `block_on`), rebinding `$future` to it. A macro,
+/// as the stub's is, so that without the feature `block_on` polls the caller's future itself:
+/// one type, and the same code as without the console.
+macro_rules! pin_block_on_task {
+    ($future:ident, $location:expr) => {
+        let $future = ::std::pin::pin!($future);
+        let $future = ::std::pin::pin!($crate::task_core::console::BlockOnTask::new(
+            $future, $location
+        ));
+    };
 }
+pub(crate) use pin_block_on_task;
 
 /// The future of a `block_on` call, seen by the console as a task of kind `block_on`.
 pub(crate) struct BlockOnTask<'a, F> {
@@ -206,7 +211,7 @@ pub(crate) struct BlockOnTask<'a, F> {
 }
 
 impl<'a, F: Future> BlockOnTask<'a, F> {
-    fn new(future: Pin<&'a mut F>, location: &'static Location<'static>) -> Self {
+    pub(crate) fn new(future: Pin<&'a mut F>, location: &'static Location<'static>) -> Self {
         let name = crate::task_core::name::take_name();
         let span = tracing::trace_span!(
             target: "weir::task",

@@ -9,6 +9,6 @@ mod enabled;
 mod stub;
 
 #[cfg(feature = "console")]
-pub(crate) use enabled::{SpanId, TaskSpan, block_on_task, waker_ref};
+pub(crate) use enabled::{BlockOnTask, SpanId, TaskSpan, pin_block_on_task, waker_ref};
 #[cfg(not(feature = "console"))]
-pub(crate) use stub::{SpanId, TaskSpan, block_on_task, waker_ref};
+pub(crate) use stub::{SpanId, TaskSpan, pin_block_on_task, waker_ref};

@@ -2,10 +2,8 @@
 //! span and its id are zero bytes, entering and closing compile to nothing, the waker is
 //! `std`'s `Waker::from(Arc)`, and a `block_on` future is polled as it is.
 
-use std::future::Future;
 use std::mem::ManuallyDrop;
 use std::panic::Location;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Wake, Waker};
 
@@ -63,11 +61,10 @@ where
     ManuallyDrop::new(Waker::from(arc))
 }
 
-/// `future` itself: no task for the console.
-#[inline(always)]
-pub(crate) fn block_on_task<'a, F: Future>(
-    future: Pin<&'a mut F>,
-    _location: &'static Location<'static>,
-) -> Pin<&'a mut F> {
-    future
+/// Pins `$future`, rebinding it: no task for the console (`$location` is not evaluated).
+macro_rules! pin_block_on_task {
+    ($future:ident, $location:expr) => {
+        let $future = ::std::pin::pin!($future);
+    };
 }
+pub(crate) use pin_block_on_task;
