@@ -112,6 +112,7 @@ pub fn render_text(handle: &Handle) -> String {
 /// Off a weir runtime it answers `500` naming the problem; after the runtime has begun to
 /// shut down it still answers, with the counters as they stand.
 #[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub async fn handler(headers: http::HeaderMap) -> axum::response::Response {
     use axum::response::IntoResponse;
     let Ok(handle) = Handle::try_current() else {

@@ -11,6 +11,7 @@
 #![no_std]
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 use core::time::Duration;
 

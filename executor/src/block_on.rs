@@ -29,7 +29,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread;
 
-use weir_reactor::{Driver, ReactorHandle, coop};
+use weir_reactor::ReactorHandle;
+use weir_reactor::for_executor::{self, Driver, ReactorControl};
 
 use crate::parker::Parker;
 use crate::shared::Shared;
@@ -41,7 +42,7 @@ pub(crate) const BLOCK_ON_INDEX: usize = usize::MAX - 1;
 /// Runs `future` to completion on this thread (the caller has entered the runtime). Each poll
 /// fills the cooperative budget; the thread's own comes back when this returns.
 pub(crate) fn block_on<F: Future>(shared: &Arc<Shared>, future: Pin<&mut F>) -> F::Output {
-    coop::scope(|| polls(shared, future))
+    for_executor::budget_scope(|| polls(shared, future))
 }
 
 fn polls<F: Future>(shared: &Arc<Shared>, future: Pin<&mut F>) -> F::Output {
@@ -198,7 +199,7 @@ fn multi_thread<F: Future>(shared: &Shared, driver: Driver, mut future: Pin<&mut
 
 /// One poll of a `block_on` future, with a full cooperative budget.
 fn poll_root<F: Future>(fut: Pin<&mut F>, cx: &mut Context<'_>) -> Poll<F::Output> {
-    coop::budget(|| fut.poll(cx))
+    for_executor::budget(|| fut.poll(cx))
 }
 
 /// Sets this thread's timer slack to 1 ns until dropped (restoring the previous value).
@@ -206,14 +207,14 @@ struct TimerSlack(Option<u64>);
 
 impl TimerSlack {
     fn exact() -> TimerSlack {
-        TimerSlack(weir_reactor::thread::set_timer_slack(1).ok())
+        TimerSlack(for_executor::set_timer_slack(1).ok())
     }
 }
 
 impl Drop for TimerSlack {
     fn drop(&mut self) {
         if let Some(prev) = self.0 {
-            let _ = weir_reactor::thread::set_timer_slack(prev);
+            let _ = for_executor::set_timer_slack(prev);
         }
     }
 }

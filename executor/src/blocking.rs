@@ -16,6 +16,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
+use weir_reactor::for_executor::{self, ReactorControl};
 
 use crate::config::Hooks;
 use crate::task_core::{self, Header, Id, JoinHandle, Schedule, Task};
@@ -216,7 +217,7 @@ impl Pool {
         let pool = self.clone();
         let rt = rt.clone();
         // Its tasks' polls fill the cooperative budget; nothing else runs on the thread.
-        let h = b.spawn(move || rt.enter(|| weir_reactor::coop::scope(|| pool.thread_main())))?;
+        let h = b.spawn(move || rt.enter(|| for_executor::budget_scope(|| pool.thread_main())))?;
         state.threads.retain(|t| !t.is_finished());
         state.threads.push(h);
         Ok(())

@@ -27,7 +27,7 @@ pub(crate) struct Config {
     pub(crate) timing: Timing,
     /// How the reactor a `block_on` caller waits in is built (multi-thread runtimes; `None`:
     /// callers wait on a parker).
-    pub(crate) block_on_reactor: Option<weir_reactor::DriverConfig>,
+    pub(crate) block_on_reactor: Option<weir_reactor::for_executor::DriverConfig>,
 }
 
 /// A callback of `Builder::on_thread_*`.

@@ -23,6 +23,8 @@ use std::ptr;
 use std::sync::Arc;
 use std::thread::ThreadId;
 
+use weir_reactor::for_executor::ReactorEnterGuard;
+
 use crate::shared::{Core, Queues, Shared};
 use crate::tokio_runtimes::TokioEnterGuard;
 
@@ -74,7 +76,7 @@ pub struct EnterGuard<'a> {
     // reverse of `enter`). No field borrows `'a` in its destructor, so the guard may outlive
     // the borrow of the runtime it came from.
     _current: SetCurrent,
-    _reactor: Option<weir_reactor::ReactorEnterGuard>,
+    _reactor: Option<ReactorEnterGuard>,
     /// The runtime's tokio runtime, if it has one.
     _tokio: TokioEnterGuard<'a>,
     _not_send: PhantomData<*const ()>,
@@ -90,10 +92,7 @@ struct SetCurrent {
 /// Enters the runtime of `shared` (and its tokio runtime, if any); `reactor` is the
 /// reactor guard to hold alongside (none on workers, which enter their own reactor as its
 /// owner).
-pub(crate) fn enter(
-    shared: &Arc<Shared>,
-    reactor: Option<weir_reactor::ReactorEnterGuard>,
-) -> EnterGuard<'_> {
+pub(crate) fn enter(shared: &Arc<Shared>, reactor: Option<ReactorEnterGuard>) -> EnterGuard<'_> {
     let tokio = shared.config.tokio.enter();
     let current = CONTEXT
         .try_with(|c| {
@@ -227,7 +226,7 @@ pub(crate) struct WorkerCx {
     pub(crate) lent: Cell<Option<Box<Core>>>,
     /// After a hand-off: this thread's entry of the worker's reactor as a guest (not its
     /// owner any more), dropped before the owner's entry it sits on.
-    pub(crate) guest_reactor: RefCell<Option<weir_reactor::ReactorEnterGuard>>,
+    pub(crate) guest_reactor: RefCell<Option<ReactorEnterGuard>>,
     /// Set while the worker is parked inside its tokio runtime (tokio compatibility): the
     /// waker of the worker loop's tokio task, which a task queued here wakes (same thread,
     /// no syscall).

@@ -4,9 +4,9 @@
 use std::fmt;
 use std::future::Future;
 use std::panic::Location;
-use std::pin::pin;
 use std::sync::Arc;
 
+use weir_reactor::for_executor::ReactorControl;
 use weir_reactor::os::linux::{KernelBusyPoll, ReactorHandleExt};
 
 use crate::block_on;
@@ -15,7 +15,7 @@ use crate::context::{self, EnterGuard};
 use crate::metrics::{RuntimeMetrics, TaskDump};
 use crate::placement;
 use crate::shared::{Id, Shared};
-use crate::task_core::{JoinHandle, Placement};
+use crate::task_core::{JoinHandle, Placement, console};
 
 /// A cheap, cloneable reference to a runtime: spawn onto it, enter it, read its metrics.
 #[derive(Clone)]
@@ -298,12 +298,7 @@ impl Handle {
         let _in_runtime = context::set_in_runtime(true);
         let _refuse = context::refuse_block_in_place(refuse_block_in_place);
         let _enter = self.enter();
-        let future = pin!(future);
-        #[cfg(feature = "console")]
-        let future = pin!(crate::task_core::console::BlockOnTask::new(
-            future,
-            Location::caller()
-        ));
+        console::pin_block_on_task!(future, Location::caller());
         block_on::block_on(&self.shared, future)
     }
 }

@@ -3,9 +3,11 @@
 //!
 //! # How it works
 //!
-//! A runtime has N workers. Each worker owns one reactor ([`weir_reactor::Driver`]) and drives
-//! it itself whenever it has nothing else to do, so readiness delivered by worker A's epoll wakes
-//! tasks *on A*: the waker runs on A's thread and queues the task in A's local queue.
+//! A runtime has N workers. Each worker owns one reactor (a [`weir_reactor`] `Driver`; what the
+//! executor uses of the reactor beyond its user API is listed in one module,
+//! `weir_reactor::for_executor`) and drives it itself whenever it has nothing else to do, so
+//! readiness delivered by worker A's epoll wakes tasks *on A*: the waker runs on A's thread and
+//! queues the task in A's local queue.
 //!
 //! * **Tasks** (`task_core/`): one allocation each (`Arc` of header + future/output stage + join
 //!   waker), an atomic state machine (`task_core/state.rs`), panics caught into [`JoinError`].
@@ -30,20 +32,27 @@
 //!   (`worker/steal.rs`), spin-then-park (`worker/park.rs`), moving to another thread
 //!   (`worker/handoff.rs`).
 //! * **Blocking pool** (`blocking.rs`): bounded, threads retire after an idle timeout.
+//! * **`block_on`** (`block_on.rs`): how the thread blocked in `block_on` runs its future and
+//!   waits — on the multi-thread runtime in a reactor of its own, with `block_on`'s parker
+//!   (`parker.rs`).
+//! * **Metrics**: written by the workers (`recorder/`: counters, duration histograms, the
+//!   cycle-counter clock) and read (`metrics/`: `RuntimeMetrics`, the interval sampler, the task
+//!   dump, the monitor thread and a stalled thread's backtrace).
 //! * **[`Runtime`]** (`runtime.rs`, shutdown), its **[`Handle`]** (`handle.rs`: spawn, enter,
-//!   `block_on`), the **[`Builder`]** (`builder/`) and the **metrics** (`metrics.rs`).
+//!   `block_on`) and the **[`Builder`]** (`builder/`).
 //!
 //! The modules are layered, leaves first; each uses only modules before it in this order:
-//! `loom`, `recorder`, `tokio_runtimes`, `config`, `queue`, `shared_fifo`, `line`, `parker`, `task_core`,
-//! `blocking`, `shared`, `context`, `schedule`, `placement`, `worker`, `metrics`, `handle`,
-//! `runtime`, `builder`, `task`. (The blocking pool reaches the runtime it serves through the `blocking::Enter`
-//! trait, given with each spawn.)
+//! `loom`, `recorder`, `tokio_runtimes`, `config`, `queue`, `shared_fifo`, `line`, `parker`,
+//! `task_core`, `blocking`, `shared`, `context`, `schedule`, `placement`, `worker`, `block_on`,
+//! `metrics`, `handle`, `runtime`, `builder`, `task`. (The blocking pool reaches the runtime it
+//! serves through the `blocking::Enter` trait, given with each spawn.)
 //!
 //! The concurrency primitives (run queue, task state + waker + join, idle/park protocol) are
 //! model-checked with loom: `RUSTFLAGS="--cfg loom" cargo test -p weir-executor --lib --release`.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod block_on;
 mod blocking;

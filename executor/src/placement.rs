@@ -21,6 +21,8 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
+use weir_reactor::for_executor::ReactorControl;
+
 use crate::context;
 use crate::shared::Shared;
 

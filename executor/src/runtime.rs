@@ -8,6 +8,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use weir_config::Flavor;
+use weir_reactor::for_executor::ReactorControl;
 
 use crate::context::{self, EnterGuard};
 use crate::handle::Handle;

@@ -14,6 +14,8 @@ use std::ptr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use weir_reactor::for_executor::ReactorControl;
+
 use crate::context::{self, WorkerCx};
 use crate::line;
 use crate::queue::Local;

@@ -191,6 +191,7 @@
 //! Without `IORING_FEAT_MIN_TIMEOUT` ([`Selector::native_window`] is `false`) the caller builds
 //! its window on [`Selector::select`], as on epoll.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![cfg(target_os = "linux")]
 
 use std::io;

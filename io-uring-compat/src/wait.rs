@@ -178,6 +178,7 @@ impl Selector {
     /// Fault injection: makes the kernel end every armed request at the next wait, as a CQ
     /// overflow may; each is armed again by its final completion. Not a stable API.
     #[cfg(feature = "test-hooks")]
+    #[doc(hidden)]
     pub fn terminate_requests(&mut self) {
         let core = &mut *self.core.lock();
         core.polls.terminate_all(&mut core.ring);

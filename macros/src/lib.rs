@@ -75,6 +75,8 @@
 //! function, so they report at the offending value as `evaluation panicked: ...`. Inside
 //! `#[weir::test]` they only run in test builds (`cargo test`), where the function exists.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod args;
 mod duration;
 mod expand;

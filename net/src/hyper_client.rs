@@ -10,12 +10,14 @@ use crate::{TcpStream, UnixStream};
 
 /// The addresses of a TCP connection the client made, attached to every response it carries
 /// (`response.extensions().get::<HttpInfo>()`).
+#[cfg_attr(docsrs, doc(cfg(feature = "hyper-client")))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HttpInfo {
     remote_addr: SocketAddr,
     local_addr: SocketAddr,
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "hyper-client")))]
 impl HttpInfo {
     /// The server's address.
     pub fn remote_addr(&self) -> SocketAddr {
@@ -28,6 +30,7 @@ impl HttpInfo {
     }
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "hyper-client")))]
 impl Connection for TcpStream {
     fn connected(&self) -> Connected {
         let connected = Connected::new();
@@ -42,6 +45,7 @@ impl Connection for TcpStream {
     }
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "hyper-client")))]
 impl Connection for UnixStream {
     fn connected(&self) -> Connected {
         Connected::new()

@@ -16,19 +16,24 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod addr;
-mod buf;
 #[cfg(feature = "hyper-client")]
+#[cfg_attr(docsrs, doc(cfg(feature = "hyper-client")))]
 mod hyper_client;
 mod io;
 pub mod shard;
 pub mod tcp;
+#[cfg(feature = "tokio-io")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio-io")))]
+mod tokio_io;
 mod udp;
 pub mod unix;
 
 pub use addr::{ToSocketAddrs, lookup_host};
 #[cfg(feature = "hyper-client")]
+#[cfg_attr(docsrs, doc(cfg(feature = "hyper-client")))]
 pub use hyper_client::HttpInfo;
 pub use shard::{NapiStats, Serving, ShardStats, ShardedListener, ShardedListenerBuilder};
 pub use tcp::{TcpListener, TcpSocket, TcpStream};

@@ -10,8 +10,8 @@ use std::os::fd::OwnedFd;
 ///
 /// A socket opts in when it is registered ([`Registration::with_ahead`], or
 /// [`AsyncFd::with_ahead`](crate::AsyncFd::with_ahead)); whether its input is then taken ahead
-/// is the backend's business (today: io_uring with its receive or accept fast path on, see
-/// [`DriverConfig::recv_multishot`](crate::DriverConfig::recv_multishot)). If it is,
+/// is the backend's business (today: io_uring with its receive or accept fast path on, which
+/// weir's `Builder::io_uring_recv_multishot` and `io_uring_accept_multishot` turn on). If it is,
 /// [`Registration::ahead`] returns this queue, and the socket's owner reads (accepts) from it
 /// before any syscall; read readiness is reported when something is queued. Everything else —
 /// the readiness futures, `try_io`, writes — is unchanged. Giving the fd back without losing a

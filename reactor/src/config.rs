@@ -32,7 +32,7 @@ pub struct DriverConfig {
     /// The index of the worker that owns this reactor (for tracing).
     pub index: usize,
     /// Most a wait bounded by a timer may end early to spin until the deadline (`ZERO`: never
-    /// spin). See [`Driver::park`](crate::Driver::park).
+    /// spin). See [`Driver::park`](crate::for_executor::Driver::park).
     pub timer_spin: Duration,
     /// The reactor's clock may be paused ([`time::pause`](crate::time::pause)): set for the one
     /// reactor of a current-thread runtime.

@@ -230,12 +230,12 @@ impl ReactorHandle {
     }
 
     /// Makes this reactor the current one of this thread until the guard is dropped.
-    pub fn enter(&self) -> ReactorEnterGuard {
+    pub(crate) fn enter(&self) -> ReactorEnterGuard {
         enter(self.clone(), false)
     }
 
     /// `true` if the current thread owns this reactor (entered through [`Driver::enter`]).
-    pub fn is_owned_by_current_thread(&self) -> bool {
+    pub(crate) fn is_owned_by_current_thread(&self) -> bool {
         CONTEXT
             .try_with(|c| {
                 c.current

@@ -3,7 +3,9 @@
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-/// A counter with one writer (the owning worker) and any number of readers.
+/// A counter with one writer (the owning worker) and any number of readers. Also the
+/// executor's counters' type (through `for_executor`; hidden from the docs).
+#[doc(hidden)]
 #[derive(Debug, Default)]
 pub struct Counter(AtomicU64);
 

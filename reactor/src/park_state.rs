@@ -57,6 +57,7 @@ pub enum Unpark {
     Done,
 }
 
+/// The park state of one reactor (see the module docs).
 #[derive(Debug)]
 pub struct ParkState {
     state: AtomicUsize,

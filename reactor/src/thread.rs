@@ -8,8 +8,11 @@ use std::io;
 /// default of 50 µs turns a 50 µs wait into ~108 µs on this project's machines. weir's workers
 /// set 1 ns. On non-Linux targets this is a no-op returning 0.
 ///
+/// For the executor's threads (through `for_executor`; hidden from the docs).
+///
 /// # Errors
 /// The OS error of `prctl`.
+#[doc(hidden)]
 pub fn set_timer_slack(nanos: u64) -> io::Result<u64> {
     #[cfg(target_os = "linux")]
     {

@@ -8,8 +8,9 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
+use weir_reactor::for_executor::{Driver, DriverConfig, ReactorControl};
 use weir_reactor::metrics::event_bucket;
-use weir_reactor::{Backend, Driver, DriverConfig, Interest, MinWait, Registration};
+use weir_reactor::{Backend, Interest, MinWait, Registration};
 
 use support::{pipe, write1};
 

@@ -8,7 +8,8 @@ use std::os::fd::AsRawFd;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use weir_reactor::{Backend, Driver, DriverConfig, Interest, Registration};
+use weir_reactor::for_executor::{Driver, DriverConfig, ReactorControl};
+use weir_reactor::{Backend, Interest, Registration};
 
 use support::{pipe, write1};
 

@@ -13,7 +13,8 @@ use std::thread;
 use std::time::Duration;
 
 use support::{pipe, write1};
-use weir_reactor::{Backend, Driver, DriverConfig, Interest, Registration, UringTestHooks};
+use weir_reactor::for_executor::{Driver, DriverConfig, ReactorControl};
+use weir_reactor::{Backend, Interest, Registration, UringTestHooks};
 
 fn driver() -> Driver {
     Driver::new(&DriverConfig {

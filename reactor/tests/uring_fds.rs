@@ -6,7 +6,8 @@ mod support;
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-use weir_reactor::{Backend, Driver, DriverConfig, Interest, Registration};
+use weir_reactor::for_executor::{Driver, DriverConfig};
+use weir_reactor::{Backend, Interest, Registration};
 
 fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").unwrap().count()

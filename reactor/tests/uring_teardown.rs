@@ -16,7 +16,8 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
-use weir_reactor::{Backend, Driver, DriverConfig, Interest, Registration};
+use weir_reactor::for_executor::{Driver, DriverConfig};
+use weir_reactor::{Backend, Interest, Registration};
 
 const ROUNDS: usize = 32;
 

@@ -97,13 +97,17 @@
 //! `hyper_util::service::TowerToHyperService::new(router)` and pass that as the service.
 
 #[cfg(feature = "client")]
+#[cfg_attr(docsrs, doc(cfg(feature = "client")))]
 mod connector;
 #[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 mod timeout;
 
 #[cfg(feature = "client")]
+#[cfg_attr(docsrs, doc(cfg(feature = "client")))]
 pub use connector::{Connecting, HttpConnector};
 #[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub use timeout::{ResponseFuture, Timeout, TimeoutLayer};
 
 use std::fmt;

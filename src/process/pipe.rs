@@ -15,6 +15,10 @@ use weir_reactor::{AsyncFd, Direction, Interest};
 
 use super::sys;
 
+#[cfg(feature = "tokio-io")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio-io")))]
+mod tokio_io;
+
 /// Our end of a pipe, registered with a reactor. `File` gives `read(2)`/`write(2)` on a shared
 /// reference.
 struct Pipe {
@@ -179,19 +183,6 @@ macro_rules! read_impls {
                 self.pipe.poll_read(cx, buf)
             }
         }
-
-        #[cfg(feature = "tokio-io")]
-        impl tokio::io::AsyncRead for $ty {
-            fn poll_read(
-                self: Pin<&mut Self>,
-                cx: &mut Context<'_>,
-                buf: &mut tokio::io::ReadBuf<'_>,
-            ) -> Poll<io::Result<()>> {
-                let n = std::task::ready!(self.pipe.poll_read(cx, buf.initialize_unfilled()))?;
-                buf.advance(n);
-                Poll::Ready(Ok(()))
-            }
-        }
     };
 }
 
@@ -221,38 +212,6 @@ impl futures_io::AsyncWrite for ChildStdin {
 
     /// Does nothing: drop the `ChildStdin` to close the pipe.
     fn poll_close(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-}
-
-#[cfg(feature = "tokio-io")]
-impl tokio::io::AsyncWrite for ChildStdin {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        self.pipe.poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        self.pipe.poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        true
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-
-    /// Does nothing: drop the `ChildStdin` to close the pipe.
-    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Poll::Ready(Ok(()))
     }
 }

@@ -739,6 +739,25 @@ fn print_graph() {
         }
         out.push('\n');
     }
+    let (through, user) = executor_paths_into_the_reactor();
+    let items = |paths: Vec<String>| -> BTreeSet<String> {
+        paths
+            .into_iter()
+            .filter_map(|p| p.split_once(' ').map(|(_, path)| path.to_string()))
+            .collect()
+    };
+    let through = items(through);
+    let user = items(user.into_iter().map(|(at, _)| at).collect());
+    let _ = writeln!(
+        out,
+        "== weir-executor -> weir-reactor: {} items through weir_reactor::{REACTOR_CONTRACT}, {} of the user API",
+        through.len(),
+        user.len()
+    );
+    for p in through.iter().chain(&user) {
+        let _ = writeln!(out, "   {p}");
+    }
+    out.push('\n');
     let (long, _) = long_files();
     let _ = writeln!(
         out,
@@ -1152,6 +1171,268 @@ fn facade_modules_use_the_runtime_only_through_its_readiness_surface() {
     );
 }
 
+// ---------------------------------------------------------------------------------------------
+// The seam between the executor and the reactor
+
+/// The module of `weir-reactor` that holds the worker's contract with its reactor: every item
+/// `weir-executor` uses that a user never does. Hidden from the docs; only the executor (and
+/// the reactor's own tests) may name it.
+const REACTOR_CONTRACT: &str = "for_executor";
+
+/// What `weir-executor` uses of `weir-reactor` besides [`REACTOR_CONTRACT`]: user API only,
+/// each reached by weir's users too — the reactor handle (`Handle::worker_reactor`,
+/// `TcpStream::from_std_with_handle`) and its counters, the backend and min_wait settings and
+/// the Linux controls (`weir::runtime`, `weir::os::linux`), CPU placement
+/// (`weir::runtime::allowed_cpus`, `pin_thread_to_cpu`), and the leaf side of the cooperative
+/// budget (`weir::task::coop`, and what a leaf future of a user's own spends). Exactly what the
+/// executor names: an entry it stops using fails the test too.
+const EXECUTOR_USES_OF_REACTOR_USER_API: [&str; 13] = [
+    "weir_reactor::ReactorHandle",
+    "weir_reactor::ReactorStats",
+    "weir_reactor::Backend",
+    "weir_reactor::MinWait",
+    "weir_reactor::os::linux::KernelBusyPoll",
+    "weir_reactor::os::linux::ReactorHandleExt",
+    "weir_reactor::thread::allowed_cpus",
+    "weir_reactor::thread::pin_to_cpu",
+    "weir_reactor::coop::BUDGET",
+    "weir_reactor::coop::unconstrained",
+    "weir_reactor::coop::has_budget_remaining",
+    "weir_reactor::coop::poll_budget",
+    "weir_reactor::coop::spend",
+];
+
+/// Reads the use tree at `toks[i]` as [`use_tree`] does, with each leaf's local name: the
+/// last segment, the module before a `self`, or the name after `as`.
+fn use_tree_named(
+    toks: &[Token],
+    mut i: usize,
+    mut prefix: Vec<String>,
+    out: &mut Vec<(Vec<String>, String)>,
+) -> usize {
+    loop {
+        let t = toks.get(i);
+        if let Some(w) = ident(t) {
+            prefix.push(w.to_string());
+            i += 1;
+            if matches!(toks.get(i), Some(Token { tok: Tok::Sep, .. })) {
+                i += 1;
+                continue;
+            }
+            let mut name = if w == "self" && prefix.len() > 1 {
+                prefix[prefix.len() - 2].clone()
+            } else {
+                w.to_string()
+            };
+            if is_ident(toks.get(i), "as") {
+                name = ident(toks.get(i + 1)).unwrap_or("_").to_string();
+                i += 2;
+            }
+            if prefix.last().is_some_and(|s| s == "self") {
+                prefix.pop();
+            }
+            out.push((prefix, name));
+            return i;
+        } else if is_punct(t, '{') {
+            i += 1;
+            while i < toks.len() && !is_punct(toks.get(i), '}') {
+                let before = i;
+                i = use_tree_named(toks, i, prefix.clone(), out);
+                if is_punct(toks.get(i), ',') {
+                    i += 1;
+                }
+                if i == before {
+                    i += 1;
+                }
+            }
+            return i + 1;
+        } else {
+            return i;
+        }
+    }
+}
+
+/// Every path into the crate `krate` (`weir_reactor`) that a source names outside comments and
+/// literals, whole, with its line. A name a `use` brings in and the file then uses as a path's
+/// first segment (`coop` of `use weir_reactor::coop;` in `coop::spend()`) stands for its
+/// expansions (`weir_reactor::coop::spend`), not for itself.
+fn crate_paths(text: &[char], krate: &str) -> Vec<(usize, Vec<String>)> {
+    let code = strip(text);
+    let toks = tokens(&code);
+    let sep = |j: usize| matches!(toks.get(j), Some(Token { tok: Tok::Sep, .. }));
+    let mut out = Vec::new();
+    for (i, t) in toks.iter().enumerate() {
+        if ident(Some(t)) != Some(krate) || (i > 0 && sep(i - 1)) {
+            continue;
+        }
+        let line = line_of(&code, t.at);
+        let mut leaves = Vec::new();
+        use_tree_named(&toks, i, Vec::new(), &mut leaves);
+        let imported = i > 0 && is_ident(toks.get(i - 1), "use");
+        for (segs, name) in leaves {
+            let mut expansions = Vec::new();
+            if imported {
+                for (j, u) in toks.iter().enumerate() {
+                    if ident(Some(u)) == Some(name.as_str())
+                        && !(j > 0 && sep(j - 1))
+                        && sep(j + 1)
+                        && let Some(next) = ident(toks.get(j + 2))
+                    {
+                        let mut p = segs.clone();
+                        p.push(next.to_string());
+                        expansions.push((line_of(&code, u.at), p));
+                    }
+                }
+            }
+            if expansions.is_empty() {
+                out.push((line, segs));
+            } else {
+                out.extend(expansions);
+            }
+        }
+    }
+    out
+}
+
+fn starts_with(path: &[String], prefix: &str) -> bool {
+    let p: Vec<&str> = prefix.split("::").collect();
+    path.len() >= p.len() && path.iter().zip(&p).all(|(a, b)| a == b)
+}
+
+/// The executor's paths into `weir-reactor`: (through the contract module, into the user API),
+/// each as `file:line path`.
+fn executor_paths_into_the_reactor() -> (Vec<String>, Vec<(String, String)>) {
+    let contract = format!("weir_reactor::{REACTOR_CONTRACT}");
+    let mut files = Vec::new();
+    rust_files(&repo().join("executor/src"), &mut files);
+    files.sort();
+    let (mut through, mut other) = (Vec::new(), Vec::new());
+    for f in files {
+        let text: Vec<char> = fs::read_to_string(&f).unwrap_or_default().chars().collect();
+        for (line, path) in crate_paths(&text, "weir_reactor") {
+            let at = format!("{}:{line} {}", rel(&f), path.join("::"));
+            if starts_with(&path, &contract) {
+                through.push(at);
+            } else {
+                other.push((at, path.join("::")));
+            }
+        }
+    }
+    (through, other)
+}
+
+#[test]
+fn the_executor_reaches_the_reactor_s_non_user_items_only_through_its_contract_module() {
+    let (through, other) = executor_paths_into_the_reactor();
+    assert!(
+        through.len() >= 10,
+        "the executor names weir_reactor::{REACTOR_CONTRACT} only {} times: has the reading of \
+         paths broken?",
+        through.len()
+    );
+    let mut problems = Vec::new();
+    let mut used = BTreeSet::new();
+    for (at, path) in &other {
+        let segs: Vec<String> = path.split("::").map(str::to_string).collect();
+        match EXECUTOR_USES_OF_REACTOR_USER_API
+            .iter()
+            .find(|allowed| starts_with(&segs, allowed))
+        {
+            Some(allowed) => {
+                used.insert(*allowed);
+            }
+            None => problems.push(format!(
+                "{at}: neither through the contract module nor in the list of user API"
+            )),
+        }
+    }
+    for allowed in EXECUTOR_USES_OF_REACTOR_USER_API {
+        if !used.contains(allowed) {
+            problems.push(format!(
+                "`{allowed}` is listed in EXECUTOR_USES_OF_REACTOR_USER_API, and the executor \
+                 no longer uses it"
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "the executor reaches weir-reactor beyond its user API other than through \
+         weir_reactor::{REACTOR_CONTRACT} (an item only the runtime may use belongs in \
+         reactor/src/{REACTOR_CONTRACT}.rs; a new user item the executor uses belongs in \
+         EXECUTOR_USES_OF_REACTOR_USER_API):\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn only_the_executor_uses_the_reactor_s_contract_module() {
+    let lib = fs::read_to_string(repo().join("reactor/src/lib.rs")).expect("reactor/src/lib.rs");
+    assert!(
+        lib.contains(&format!("#[doc(hidden)]\npub mod {REACTOR_CONTRACT};")),
+        "reactor/src/lib.rs declares `#[doc(hidden)] pub mod {REACTOR_CONTRACT};`"
+    );
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            if path.is_dir() {
+                if !name.starts_with('.') && name != "target" {
+                    walk(&path, out);
+                }
+            } else if name.ends_with(".rs") {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(&repo(), &mut files);
+    files.sort();
+    // The executor, and the reactor itself with its own tests (they test the contract).
+    let allowed = ["executor/", "reactor/"];
+    let mut problems = Vec::new();
+    for f in files {
+        let r = rel(&f);
+        if allowed.iter().any(|a| r.starts_with(a)) {
+            continue;
+        }
+        let text: Vec<char> = fs::read_to_string(&f).unwrap_or_default().chars().collect();
+        let code = strip(&text);
+        for t in tokens(&code) {
+            if ident(Some(&t)) == Some(REACTOR_CONTRACT) {
+                problems.push(format!("{r}:{}", line_of(&code, t.at)));
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "weir_reactor::{REACTOR_CONTRACT} is the worker's contract with its reactor, for \
+         weir-executor alone; these files name it (use the user API, or go through the \
+         executor):\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn crate_paths_expand_imported_modules() {
+    let src: Vec<char> = "use weir_reactor::coop;\nuse weir_reactor::for_executor::{self, Driver as D};\n\
+                          fn f() { coop::spend(); for_executor::budget(|| ()); weir_reactor::Backend::Epoll; }"
+        .chars()
+        .collect();
+    let got: Vec<String> = crate_paths(&src, "weir_reactor")
+        .into_iter()
+        .map(|(line, p)| format!("{line} {}", p.join("::")))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            "3 weir_reactor::coop::spend",
+            "3 weir_reactor::for_executor::budget",
+            "2 weir_reactor::for_executor::Driver",
+            "3 weir_reactor::Backend::Epoll",
+        ]
+    );
+}
+
 /// A heading's anchor as GitHub makes it: lower case, spaces to `-`, punctuation other than
 /// `-` and `_` dropped.
 fn anchor(heading: &str) -> String {
@@ -1222,6 +1503,294 @@ fn links_into_the_bench_readme_name_existing_headings() {
         problems.is_empty(),
         "links into bench/README.md name headings it does not have:\n{}",
         problems.join("\n")
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// docs.rs marks
+
+/// The mark docs.rs shows a feature-gated item with: `#[cfg_attr(docsrs, doc(cfg(PRED)))]`,
+/// whitespace removed, around the item's `cfg` predicate.
+fn doc_cfg_mark(pred: &str) -> String {
+    format!("#[cfg_attr(docsrs,doc(cfg({pred})))]")
+}
+
+/// The predicate of a `#[cfg(PRED)]` attribute (whitespace removed), if it is one.
+fn cfg_predicate(attr: &str) -> Option<&str> {
+    attr.strip_prefix("#[cfg(")?.strip_suffix(")]")
+}
+
+/// Every published crate (no `publish = false`): its name and its directory.
+fn published_crates() -> Vec<(String, PathBuf)> {
+    manifests()
+        .into_iter()
+        .filter(|m| {
+            let text =
+                fs::read_to_string(repo().join(&m.dir).join("Cargo.toml")).unwrap_or_default();
+            !text.lines().any(|l| l.trim() == "publish = false")
+        })
+        .map(|m| (m.name.clone(), repo().join(&m.dir)))
+        .collect()
+}
+
+/// One item of a source file as the marks check sees it: its outer attributes (whitespace
+/// removed), whether it is public (`pub` without a restriction, a public field, an `impl`, an
+/// exported macro), whether it is a `mod` (and its name, for `mod name;`), and where.
+#[derive(Debug)]
+struct MarkedItem {
+    attrs: Vec<String>,
+    public: bool,
+    module: Option<String>,
+    line: usize,
+}
+
+/// The items of `original` that carry attributes or are public, in order.
+fn items_with_attributes(original: &[char]) -> Vec<MarkedItem> {
+    let code = strip(original);
+    let toks = tokens(&code);
+    let mut out = Vec::new();
+    let mut pending: Vec<String> = Vec::new();
+    let mut i = 0;
+    // The previous token ends a statement or an item (or the file starts): an item may start.
+    let boundary =
+        |j: usize| j == 0 || matches!(toks[j - 1].tok, Tok::Punct(';' | '{' | '}' | ']'));
+    while i < toks.len() {
+        if is_punct(toks.get(i), '#') && is_punct(toks.get(i + 1), '[') {
+            // An outer attribute: up to its matching `]`.
+            let (mut j, mut depth) = (i + 1, 0usize);
+            loop {
+                match toks.get(j).map(|t| &t.tok) {
+                    Some(Tok::Punct('[')) => depth += 1,
+                    Some(Tok::Punct(']')) => {
+                        depth -= 1;
+                        if depth == 0 {
+                            break;
+                        }
+                    }
+                    None => break,
+                    _ => {}
+                }
+                j += 1;
+            }
+            let end = toks.get(j).map_or(original.len(), |t| t.at + 1);
+            let text: String = original[toks[i].at..end]
+                .iter()
+                .filter(|c| !c.is_whitespace())
+                .collect();
+            pending.push(text);
+            i = j + 1;
+            continue;
+        }
+        if !boundary(i) && pending.is_empty() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        let mut public = false;
+        let mut k = i;
+        if is_ident(toks.get(k), "pub") {
+            if is_punct(toks.get(k + 1), '(') {
+                while k < toks.len() && !is_punct(toks.get(k), ')') {
+                    k += 1;
+                }
+            } else {
+                public = true;
+            }
+            k += 1;
+        }
+        while matches!(
+            ident(toks.get(k)),
+            Some("unsafe" | "async" | "const" | "extern")
+        ) && ident(toks.get(k + 1)).is_some()
+        {
+            k += 1;
+        }
+        let keyword = ident(toks.get(k)).unwrap_or("");
+        let mut module = None;
+        match keyword {
+            "impl" => public = true,
+            "macro_rules" => public = pending.iter().any(|a| a == "#[macro_export]"),
+            "mod" => {
+                if is_punct(toks.get(k + 2), ';') {
+                    module = ident(toks.get(k + 1)).map(str::to_string);
+                }
+            }
+            "fn" | "struct" | "enum" | "union" | "trait" | "use" | "static" | "type" => {}
+            "const" => {}
+            _ => {
+                // A public field (`pub name: T`) is public too; anything else is not an item.
+                let field = public
+                    && ident(toks.get(k)).is_some()
+                    && is_punct(toks.get(k + 1), ':')
+                    && !matches!(toks.get(k + 1), Some(Token { tok: Tok::Sep, .. }));
+                if !field {
+                    pending.clear();
+                    i = start + 1;
+                    continue;
+                }
+            }
+        }
+        if !pending.is_empty() || public || module.is_some() {
+            out.push(MarkedItem {
+                attrs: std::mem::take(&mut pending),
+                public,
+                module,
+                line: line_of(&code, toks[start].at),
+            });
+        }
+        i = k + 1;
+    }
+    out
+}
+
+/// The file of `mod name;` declared in `file`.
+fn module_file(file: &Path, name: &str) -> Option<PathBuf> {
+    let dir = match file.file_name().and_then(|f| f.to_str()) {
+        Some("lib.rs" | "mod.rs" | "main.rs") => file.parent()?.to_path_buf(),
+        _ => file.with_extension(""),
+    };
+    [
+        dir.join(format!("{name}.rs")),
+        dir.join(name).join("mod.rs"),
+    ]
+    .into_iter()
+    .find(|f| f.is_file())
+}
+
+/// Checks `file` and the modules it declares: every public item under a `cfg` that names a
+/// feature carries that predicate's docs.rs mark (or is hidden from the docs), and so does
+/// every module declared under one, unless it is one side of an enabled/stub pair (a
+/// `cfg(P)` module beside a `cfg(not(P))` one: the crate's private halves of one API).
+fn check_marks(file: &Path, problems: &mut Vec<String>, seen: &mut usize) {
+    let text: Vec<char> = fs::read_to_string(file)
+        .unwrap_or_default()
+        .chars()
+        .collect();
+    let items = items_with_attributes(&text);
+    let feature_preds = |item: &MarkedItem| -> Vec<String> {
+        item.attrs
+            .iter()
+            .filter_map(|a| cfg_predicate(a))
+            .filter(|p| p.contains("feature="))
+            .map(str::to_string)
+            .collect()
+    };
+    // Every predicate a module of this file is declared under, for the pairs.
+    let module_preds: Vec<String> = items
+        .iter()
+        .filter(|it| it.module.is_some())
+        .flat_map(|it| {
+            it.attrs
+                .iter()
+                .filter_map(|a| cfg_predicate(a).map(str::to_string))
+        })
+        .collect();
+    for item in &items {
+        let preds = feature_preds(item);
+        let hidden = item.attrs.iter().any(|a| a == "#[doc(hidden)]");
+        let paired = |p: &str| {
+            module_preds
+                .iter()
+                .any(|q| q.contains(&format!("not({p})")) || p.contains(&format!("not({q})")))
+        };
+        let needs_marks = !preds.is_empty()
+            && !hidden
+            && (item.public || (item.module.is_some() && !preds.iter().any(|p| paired(p))));
+        if needs_marks {
+            *seen += 1;
+            for p in &preds {
+                if !item.attrs.contains(&doc_cfg_mark(p)) {
+                    problems.push(format!(
+                        "{}:{}: behind `cfg({p})` without `#[cfg_attr(docsrs, doc(cfg({p})))]`",
+                        rel(file),
+                        item.line
+                    ));
+                }
+            }
+        }
+        if let Some(name) = &item.module
+            && let Some(child) = module_file(file, name)
+        {
+            check_marks(&child, problems, seen);
+        }
+    }
+}
+
+#[test]
+fn docs_rs_marks_every_feature_gated_item() {
+    let mut problems = Vec::new();
+    let mut seen = 0;
+    let crates = published_crates();
+    assert!(crates.len() >= 10, "published crates: {crates:?}");
+    for (name, dir) in &crates {
+        let lib = dir.join("src/lib.rs");
+        let text = fs::read_to_string(&lib).unwrap_or_default();
+        let flat: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+        if !flat.contains("#![cfg_attr(docsrs,feature(doc_cfg))]") {
+            problems.push(format!(
+                "{}: no `#![cfg_attr(docsrs, feature(doc_cfg))]`",
+                rel(&lib)
+            ));
+        }
+        let manifest = fs::read_to_string(dir.join("Cargo.toml")).unwrap_or_default();
+        let docs_rs = manifest
+            .split("[package.metadata.docs.rs]")
+            .nth(1)
+            .map(|s| s.split("\n[").next().unwrap_or(""))
+            .unwrap_or("");
+        let flat: String = docs_rs.chars().filter(|c| !c.is_whitespace()).collect();
+        if !flat.contains("all-features=true")
+            || !flat.contains("rustdoc-args=[\"--cfg\",\"docsrs\"]")
+        {
+            problems.push(format!(
+                "{name}: its Cargo.toml's [package.metadata.docs.rs] needs `all-features = true` \
+                 and `rustdoc-args = [\"--cfg\", \"docsrs\"]`"
+            ));
+        }
+        check_marks(&lib, &mut problems, &mut seen);
+    }
+    assert!(
+        seen >= 10,
+        "only {seen} feature-gated items found: has the reading of attributes broken?"
+    );
+    assert!(
+        problems.is_empty(),
+        "docs.rs would show these feature-gated items without the feature they need (add the \
+         mark after the `cfg`, or `#[doc(hidden)]` for what is not for users):\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn marks_are_read_from_attributes() {
+    let src: Vec<char> = "#[cfg(feature = \"a\")]\n#[cfg_attr(docsrs, doc(cfg(feature = \"a\")))]\n\
+                          pub mod m;\n#[cfg(feature = \"b\")]\nmod x;\n#[cfg(not(feature = \"b\"))]\nmod y;\n\
+                          fn f() -> impl Sized {}\nimpl S { #[cfg(feature = \"c\")] pub fn g() {} }\n\
+                          #[cfg(feature = \"d\")] pub(crate) fn h() {}"
+        .chars()
+        .collect();
+    let got: Vec<String> = items_with_attributes(&src)
+        .iter()
+        .map(|it| {
+            format!(
+                "{} {} {:?} {}",
+                it.line,
+                it.public,
+                it.module,
+                it.attrs.join(" ")
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            "3 true Some(\"m\") #[cfg(feature=\"a\")] #[cfg_attr(docsrs,doc(cfg(feature=\"a\")))]",
+            "5 false Some(\"x\") #[cfg(feature=\"b\")]",
+            "7 false Some(\"y\") #[cfg(not(feature=\"b\"))]",
+            "9 true None ",
+            "9 true None #[cfg(feature=\"c\")]",
+            "10 false None #[cfg(feature=\"d\")]",
+        ]
     );
 }
 

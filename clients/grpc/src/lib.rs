@@ -30,6 +30,8 @@
 //! `Request::set_timeout` (the `grpc-timeout` header) is enforced by the server; tonic's
 //! client arms a tokio timer for it too.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 use std::convert::Infallible;
 use std::future::{Ready, ready};
 use std::net::SocketAddr;

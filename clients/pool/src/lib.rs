@@ -35,6 +35,8 @@
 //! any step are one state machine, kept in one file so that each path that takes room visibly
 //! returns it; the public types around it are thin.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 use std::fmt;
 use std::future::Future;
 use std::ops::{Deref, DerefMut};

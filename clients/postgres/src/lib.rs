@@ -15,6 +15,8 @@
 //! The connection task is spawned with `weir::spawn` on the worker that connects, where its
 //! socket is registered; the pool keeps each client on that worker's list (see [`weir_pool`]).
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 use std::collections::HashMap;
 use std::fmt;
 use std::io;

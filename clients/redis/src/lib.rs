@@ -16,6 +16,8 @@
 //! server closed it, is replaced before the next command: commands in flight when the server
 //! went away fail, later ones reconnect. TLS (`rediss://`) is not supported here.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 use std::fmt;
 use std::io;
 use std::sync::Arc;

@@ -11,8 +11,9 @@ use std::thread;
 use std::time::Duration;
 
 use weir_config::Flavor;
+use weir_reactor::for_executor::{self, Driver};
 use weir_reactor::os::linux::{KernelBusyPoll, ReactorHandleExt};
-use weir_reactor::{Backend, Driver, MinWait};
+use weir_reactor::{Backend, MinWait};
 
 use super::{
     ACCEPT_MULTISHOT_ENV, BACKEND_ENV, Builder, MAX_BUSY_POLL, MAX_MIN_WAIT, MAX_TIMER_SPIN,
@@ -104,11 +105,11 @@ impl Builder {
                 "max_blocking_threads = 0: must be at least 1".to_string()
             ));
         }
-        if self.max_events == 0 || self.max_events > weir_reactor::MAX_EVENTS_LIMIT {
+        if self.max_events == 0 || self.max_events > for_executor::MAX_EVENTS_LIMIT {
             return Err(bad(format!(
                 "max_events = {}: must be between 1 and {}",
                 self.max_events,
-                weir_reactor::MAX_EVENTS_LIMIT
+                for_executor::MAX_EVENTS_LIMIT
             )));
         }
         if let Some(p) = self.kernel_busy_poll
@@ -219,7 +220,7 @@ impl Builder {
         let recv_multishot = switch(self.recv_multishot, RECV_MULTISHOT_ENV)?;
         let accept_multishot = switch(self.accept_multishot, ACCEPT_MULTISHOT_ENV)?;
         let driver = |index, backend, backend_strict| {
-            Driver::new(&weir_reactor::DriverConfig {
+            Driver::new(&for_executor::DriverConfig {
                 backend,
                 backend_strict,
                 min_wait,
@@ -294,7 +295,7 @@ impl Builder {
                 stall: self.stall_threshold,
             },
             // The backend the workers got; a reactor that cannot be built on it falls back.
-            block_on_reactor: (!current).then_some(weir_reactor::DriverConfig {
+            block_on_reactor: (!current).then_some(for_executor::DriverConfig {
                 backend: built,
                 backend_strict: false,
                 min_wait: weir_reactor::MinWait::Off,
@@ -490,7 +491,7 @@ fn worker_thread(shared: Arc<Shared>, core: Box<Core>, alive: AliveGuard, cpu: O
             }
         }
     }
-    if let Err(e) = weir_reactor::thread::set_timer_slack(1) {
+    if let Err(e) = for_executor::set_timer_slack(1) {
         tracing::warn!(target: "weir::worker", error = %e, "could not set timer slack; timers may be late");
     }
     let _enter = context::enter(&shared, None);

@@ -124,7 +124,7 @@ impl Builder {
             lifo_slot: true,
             kernel_busy_poll: None,
             kernel_busy_poll_strict: false,
-            timer_spin: weir_reactor::DEFAULT_TIMER_SPIN,
+            timer_spin: weir_reactor::for_executor::DEFAULT_TIMER_SPIN,
             pin_workers: false,
             tokio_compat: TokioMode::Off,
             name: None,

@@ -55,6 +55,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use weir_reactor::for_executor::ReactorControl;
+
 use super::{backtrace, dump};
 use crate::recorder::{StallNote, ticks};
 use crate::shared::Shared;

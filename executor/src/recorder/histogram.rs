@@ -9,7 +9,7 @@ use std::fmt;
 use std::ops::Range;
 use std::time::Duration;
 
-use weir_reactor::metrics::Counter;
+use weir_reactor::for_executor::Counter;
 
 /// The most buckets a histogram may have.
 pub const MAX_HISTOGRAM_BUCKETS: usize = 64;

@@ -15,7 +15,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::time::Duration;
 
-use weir_reactor::metrics::Counter;
+use weir_reactor::for_executor::Counter;
 
 pub(crate) use histogram::Histogram;
 pub use histogram::{DurationHistogram, HistogramConfig, MAX_HISTOGRAM_BUCKETS};

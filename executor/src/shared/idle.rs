@@ -119,7 +119,7 @@ mod loom_tests {
     use crate::shared_fifo::SharedFifo;
     use loom::sync::Arc;
     use loom::thread;
-    use weir_reactor::park_state::{ModelEventFd as EventFd, ParkState, Prepare, Unpark};
+    use weir_reactor::for_executor::{ModelEventFd as EventFd, ParkState, Prepare, Unpark};
 
     struct World {
         idle: Idle,

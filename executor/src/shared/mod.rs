@@ -18,8 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::Waker;
 use std::thread::ThreadId;
 
-use weir_reactor::Driver;
-use weir_reactor::metrics::Counter;
+use weir_reactor::for_executor::{Counter, Driver, ReactorControl};
 
 pub(crate) use alive::{Alive, AliveGuard};
 pub(crate) use idle::Idle;

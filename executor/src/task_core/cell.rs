@@ -1,21 +1,21 @@
 //! The task allocation and everything that touches its stage.
 //!
 //! One idea: the cell owns the future or its output, and every path that reads or replaces
-//! that stage (poll, complete, abort, shutdown, join, the wakers and their console events)
-//! goes through the state machine's answer here, so the unsafe accesses to the stage sit in
-//! one file next to the invariant that makes each of them sound.
+//! that stage (poll, complete, abort, shutdown, join, the wakers; their console events are
+//! `console/`'s) goes through the state machine's answer here, so the unsafe accesses to the
+//! stage sit in one file next to the invariant that makes each of them sound.
 
 use std::any::Any;
 use std::future::Future;
-use std::mem::ManuallyDrop;
 use std::panic::{self, AssertUnwindSafe, Location};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::task::{Context, Poll, Wake, Waker};
 
-use weir_reactor::coop;
+use weir_reactor::for_executor;
 
+use super::console::{self, TaskSpan};
 use super::join::{Join, JoinError, panic_message};
 use super::state::{AbortAction, IdleAction, RunAction, ShutdownAction, State, WakeAction};
 use super::{Header, Id, Kind, Placement, Queue, Runnable, Schedule, Task};
@@ -36,12 +36,12 @@ pub(crate) struct Cell<F: Future, S> {
     /// `COMPLETE` by the owner of the output (see `state.rs`, "Who owns what").
     stage: UnsafeCell<Stage<F>>,
     join_waker: Mutex<Option<Waker>>,
-    /// The task's `runtime.spawn` span while its future lives (`console.rs`).
+    /// The task's `runtime.spawn` span while its future lives (`console/`; nothing without the
+    /// feature `console`).
     ///
     /// # Invariant
     /// Accessed only by the holder of `RUNNING`, as the future is.
-    #[cfg(feature = "console")]
-    span: std::cell::UnsafeCell<Option<tracing::Span>>,
+    span: TaskSpan,
 }
 
 // SAFETY: the stage is accessed by one thread at a time, as arbitrated by the state machine
@@ -68,11 +68,8 @@ where
     F::Output: 'static,
     S: Schedule,
 {
-    #[cfg(not(feature = "console"))]
-    let _ = kind;
     let name = super::name::take_name();
-    #[cfg(feature = "console")]
-    let span = super::console::spawn_span(id, kind, placement, location, name.as_deref());
+    let (span, span_id) = TaskSpan::new(id, kind, placement, location, name.as_deref());
     let cell = Arc::new(Cell {
         header: Header {
             state: State::new(),
@@ -87,129 +84,14 @@ where
             queued_at: AtomicU64::new(0),
             last_polled_at: AtomicU64::new(0),
             polls: AtomicU64::new(0),
-            #[cfg(feature = "console")]
-            span_id: span.id(),
+            span_id,
         },
         scheduler,
         stage: UnsafeCell::new(Stage::Running(future)),
         join_waker: Mutex::new(None),
-        #[cfg(feature = "console")]
-        span: std::cell::UnsafeCell::new(Some(span)),
+        span,
     });
     (cell.clone(), cell)
-}
-
-/// A `Waker` borrowing `cell`'s reference instead of owning one.
-///
-/// Its clones are real `Waker`s (they increment the count through `Wake`).
-#[cfg(not(feature = "console"))]
-fn waker_ref<F, S>(cell: &Arc<Cell<F, S>>) -> ManuallyDrop<Waker>
-where
-    F: Future + 'static,
-    S: Schedule,
-{
-    // SAFETY: `Arc::from_raw` re-creates an `Arc` from the pointer of a live one without
-    // touching the count; `Waker::from` keeps that pointer as its data. The resulting `Waker` is
-    // never dropped (`ManuallyDrop`) and never outlives `cell`'s borrow, so the count it "owns"
-    // is never decremented: it borrows `cell`'s reference.
-    let arc = unsafe { Arc::from_raw(Arc::as_ptr(cell)) };
-    ManuallyDrop::new(Waker::from(arc))
-}
-
-/// A `Waker` borrowing `cell`'s reference instead of owning one, whose clones, drops and wakes
-/// are reported to the console (`console.rs`).
-#[cfg(feature = "console")]
-fn waker_ref<F, S>(cell: &Arc<Cell<F, S>>) -> ManuallyDrop<Waker>
-where
-    F: Future + 'static,
-    S: Schedule,
-{
-    let raw = std::task::RawWaker::new(Arc::as_ptr(cell).cast(), traced_waker::vtable::<F, S>());
-    // SAFETY: the vtable's functions treat the data pointer as one strong count of an
-    // `Arc<Cell<F, S>>`, which is what `Arc::as_ptr` points into. The resulting `Waker` is never
-    // dropped (`ManuallyDrop`) and never outlives `cell`'s borrow: it borrows `cell`'s reference.
-    ManuallyDrop::new(unsafe { Waker::from_raw(raw) })
-}
-
-/// The task's waker with the console's waker events: the data pointer is an
-/// `Arc<Cell<F, S>>`'s, holding one strong count (as `std`'s `Waker::from(Arc)` does).
-#[cfg(feature = "console")]
-mod traced_waker {
-    use std::mem::ManuallyDrop;
-    use std::sync::Arc;
-    use std::task::{RawWaker, RawWakerVTable, Wake};
-
-    use super::super::console::{WakerOp, waker_op};
-    use super::{Cell, Future, Schedule};
-
-    pub(super) fn vtable<F, S>() -> &'static RawWakerVTable
-    where
-        F: Future + 'static,
-        S: Schedule,
-    {
-        &RawWakerVTable::new(
-            clone::<F, S>,
-            wake::<F, S>,
-            wake_by_ref::<F, S>,
-            drop::<F, S>,
-        )
-    }
-
-    /// # Safety
-    /// `p` is the data pointer of a waker of this vtable, which holds a strong count.
-    unsafe fn clone<F, S>(p: *const ()) -> RawWaker
-    where
-        F: Future + 'static,
-        S: Schedule,
-    {
-        let cell = p.cast::<Cell<F, S>>();
-        // SAFETY: the waker holds a strong count, so the cell is alive; the new waker gets
-        // its own count.
-        unsafe { Arc::increment_strong_count(cell) };
-        // SAFETY: alive, as above.
-        waker_op(unsafe { &*cell }.header.span_id.as_ref(), WakerOp::Clone);
-        RawWaker::new(p, vtable::<F, S>())
-    }
-
-    /// # Safety
-    /// As `clone`; the waker's count is consumed.
-    unsafe fn wake<F, S>(p: *const ())
-    where
-        F: Future + 'static,
-        S: Schedule,
-    {
-        // SAFETY: the waker's strong count is moved into this `Arc`.
-        let cell = unsafe { Arc::from_raw(p.cast::<Cell<F, S>>()) };
-        waker_op(cell.header.span_id.as_ref(), WakerOp::Wake);
-        Wake::wake(cell);
-    }
-
-    /// # Safety
-    /// As `clone`; the waker keeps its count.
-    unsafe fn wake_by_ref<F, S>(p: *const ())
-    where
-        F: Future + 'static,
-        S: Schedule,
-    {
-        // SAFETY: borrows the waker's count; `ManuallyDrop` leaves it untouched.
-        let cell = ManuallyDrop::new(unsafe { Arc::from_raw(p.cast::<Cell<F, S>>()) });
-        waker_op(cell.header.span_id.as_ref(), WakerOp::WakeByRef);
-        Wake::wake_by_ref(&*cell);
-    }
-
-    /// # Safety
-    /// As `clone`; the waker's count is released.
-    unsafe fn drop<F, S>(p: *const ())
-    where
-        F: Future + 'static,
-        S: Schedule,
-    {
-        let cell = p.cast::<Cell<F, S>>();
-        // SAFETY: the waker's count keeps the cell alive until released below.
-        waker_op(unsafe { &*cell }.header.span_id.as_ref(), WakerOp::Drop);
-        // SAFETY: releases the count this waker held.
-        unsafe { Arc::decrement_strong_count(cell) };
-    }
 }
 
 impl<F, S> Cell<F, S>
@@ -217,16 +99,6 @@ where
     F: Future + 'static,
     S: Schedule,
 {
-    /// Closes the task's console span: its future is gone.
-    ///
-    /// # Safety
-    /// The caller holds `RUNNING` (or has exclusive access, as to the stage).
-    #[cfg(feature = "console")]
-    unsafe fn close_span(&self) {
-        // SAFETY: exclusive access is the caller's contract.
-        drop(unsafe { (*self.span.get()).take() });
-    }
-
     /// # Safety
     /// The caller holds `RUNNING`.
     unsafe fn poll_future(&self, cx: &mut Context<'_>) -> Poll<F::Output> {
@@ -260,10 +132,7 @@ where
             self.set_stage(Stage::Consumed)
         }));
         // SAFETY: RUNNING is held (caller's contract).
-        #[cfg(feature = "console")]
-        unsafe {
-            self.close_span()
-        };
+        unsafe { self.span.close() };
         r
     }
 
@@ -335,10 +204,7 @@ impl<F: Future, S> Drop for DropFutureOnUnwind<'_, F, S> {
         // `RUNNING`, which gives it exclusive access to the stage.
         self.0.stage.with_mut(|p| unsafe { *p = Stage::Consumed });
         // SAFETY: as above, `RUNNING` is held.
-        #[cfg(feature = "console")]
-        unsafe {
-            (*self.0.span.get()).take()
-        };
+        unsafe { self.0.span.close() };
     }
 }
 
@@ -375,17 +241,16 @@ where
         let _span = span.enter();
         let _current = super::set_current_id(id);
         let res = {
-            // SAFETY: RUNNING acquired above; the span is only taken after this block.
-            #[cfg(feature = "console")]
-            let _console = unsafe { (*self.span.get()).as_ref() }.map(tracing::Span::enter);
-            let waker = waker_ref(&self);
+            // SAFETY: RUNNING acquired above; the span is only closed after this block.
+            let _console = unsafe { self.span.enter() };
+            let waker = console::waker_ref(&self);
             let mut cx = Context::from_waker(&waker);
             panic::catch_unwind(AssertUnwindSafe(|| {
                 // A poll that panics drops its future during the unwind, as tokio does (its
                 // destructors see `thread::panicking()`); a destructor that panics then aborts.
                 let on_unwind = DropFutureOnUnwind(&*self);
                 // SAFETY: RUNNING acquired above.
-                let poll = coop::budget(|| unsafe { self.poll_future(&mut cx) });
+                let poll = for_executor::budget(|| unsafe { self.poll_future(&mut cx) });
                 std::mem::forget(on_unwind);
                 poll
             }))

@@ -13,7 +13,6 @@
 //! the task machinery sits below the runtime, which it does not know.
 
 mod cell;
-#[cfg(feature = "console")]
 pub(crate) mod console;
 mod id;
 mod join;
@@ -64,9 +63,9 @@ pub(crate) struct Header {
     pub(crate) last_polled_at: std::sync::atomic::AtomicU64,
     /// Polls so far; written by the thread holding `RUNNING` (load and store).
     pub(crate) polls: std::sync::atomic::AtomicU64,
-    /// The id of the task's console span, for its waker's events (`console.rs`).
-    #[cfg(feature = "console")]
-    pub(crate) span_id: Option<tracing::span::Id>,
+    /// The id of the task's console span, for its waker's events (`console/`; nothing without
+    /// the feature `console`).
+    pub(crate) span_id: console::SpanId,
 }
 
 /// What kind of spawn made a task (the console's `kind` field; nothing without the feature).

@@ -38,6 +38,7 @@ use std::sync::atomic::Ordering;
 use weir_reactor::coop;
 
 use parking_lot::Mutex;
+use weir_reactor::for_executor::{self, ReactorControl};
 
 use crate::context::{self, WorkerCx};
 use crate::placement;
@@ -241,12 +242,12 @@ fn run_handed_over(shared: &Arc<Shared>, slot: &Slot) {
     let Some(core) = slot.lock().take() else {
         return;
     };
-    let slack = weir_reactor::thread::set_timer_slack(1).ok();
+    let slack = for_executor::set_timer_slack(1).ok();
     let (core, _) = super::run::<std::future::Pending<()>>(shared, core, None);
     if let Some(core) = core {
         super::stop(shared, core);
     }
     if let Some(prev) = slack {
-        let _ = weir_reactor::thread::set_timer_slack(prev);
+        let _ = for_executor::set_timer_slack(prev);
     }
 }

@@ -72,8 +72,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, Wake, Waker};
 
-use weir_reactor::Driver;
-use weir_reactor::coop;
+use weir_reactor::for_executor::{self, Driver, ReactorControl};
 
 pub(crate) use handoff::block_in_place;
 pub(crate) use stall::{describe as describe_stalled_task, report_end as report_stall_end};
@@ -147,7 +146,7 @@ pub(crate) fn run<F: Future>(
         // Task panics are caught per poll; only the root future's panic gets here. Each poll
         // fills the cooperative budget; the scope puts the thread's back afterwards.
         let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            coop::scope(|| worker.run_loop(root))
+            for_executor::budget_scope(|| worker.run_loop(root))
         }));
         let core = worker.core.take();
         if core.is_some() {
@@ -280,7 +279,7 @@ impl Worker<'_> {
             let mut cx = Context::from_waker(&r.waker);
             self.remote.metrics.polls.add_owner(1);
             let marker = self.poll_begins(None);
-            let poll = coop::budget(|| r.fut.as_mut().poll(&mut cx));
+            let poll = for_executor::budget(|| r.fut.as_mut().poll(&mut cx));
             self.poll_ended(marker);
             if let Poll::Ready(v) = poll {
                 return Step::Done(v);

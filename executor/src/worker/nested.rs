@@ -34,7 +34,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use weir_reactor::{NestTimer, NestedPark};
+use weir_reactor::for_executor::{NestTimer, NestedPark, ReactorControl};
 
 use super::{Exit, Root, Step, Worker};
 use crate::tokio_runtimes::{HeldTokio, NestWatch, WorkerTokio};

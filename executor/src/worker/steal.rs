@@ -16,6 +16,8 @@
 
 use std::time::Duration;
 
+use weir_reactor::for_executor::ReactorControl;
+
 use super::Worker;
 use crate::queue;
 use crate::task_core::Task;

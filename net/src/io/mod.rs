@@ -10,7 +10,9 @@
 //!
 //! `readiness` holds what every socket type has (waiting for readiness), `ops` the reads,
 //! writes and shutdown of stream sockets, `traits` the trait implementations built on them,
-//! and `owned` the write half's share of a split stream.
+//! `owned` the write half's share of a split stream, and `uninit` the reads into
+//! uninitialised memory of hyper's and tokio's read traits (tokio's own are
+//! `crate::tokio_io`'s).
 //!
 //! [`TcpStream`]: crate::TcpStream
 //! [`UnixStream`]: crate::UnixStream
@@ -19,11 +21,10 @@ mod ops;
 mod owned;
 mod readiness;
 mod traits;
-
 #[cfg(any(feature = "tokio-io", feature = "hyper"))]
-pub(crate) use ops::poll_read_uninit;
-#[cfg(feature = "tokio-io")]
-pub(crate) use ops::read_ahead_or_uninit;
+#[cfg_attr(docsrs, doc(cfg(any(feature = "tokio-io", feature = "hyper"))))]
+pub(crate) mod uninit;
+
 pub(crate) use ops::{
     poll_read, poll_read_vectored, poll_write, poll_write_vectored, read_ahead_or, shutdown_write,
     stream_try_methods, try_read, try_read_vectored, try_write, try_write_vectored,

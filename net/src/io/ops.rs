@@ -2,8 +2,6 @@
 //! `stream_try_methods!`, the readiness-API reads and writes each stream type expands.
 
 use std::io::{self, IoSlice, IoSliceMut, Read};
-#[cfg(any(feature = "tokio-io", feature = "hyper"))]
-use std::mem::MaybeUninit;
 use std::net::Shutdown;
 use std::os::fd::{AsFd, AsRawFd};
 use std::task::{Context, Poll};
@@ -34,26 +32,6 @@ pub(crate) fn read_ahead_or<S: AsRawFd>(
         Some(ahead) => ahead.read(dst, consume),
         None => sys(dst),
     }
-}
-
-/// [`read_ahead_or`] into possibly uninitialised memory; only initialised bytes are written.
-#[cfg(any(feature = "tokio-io", feature = "hyper"))]
-pub(crate) fn read_ahead_or_uninit<S: AsRawFd>(
-    io: &AsyncFd<S>,
-    dst: &mut [MaybeUninit<u8>],
-    consume: bool,
-    sys: impl FnOnce(&mut [MaybeUninit<u8>]) -> io::Result<usize>,
-) -> io::Result<usize> {
-    let Some(ahead) = io.registration().ahead() else {
-        return sys(dst);
-    };
-    ahead.read_with(consume, |a, b| {
-        let n1 = a.len().min(dst.len());
-        dst[..n1].write_copy_of_slice(&a[..n1]);
-        let n2 = b.len().min(dst.len() - n1);
-        dst[n1..n1 + n2].write_copy_of_slice(&b[..n2]);
-        n1 + n2
-    })
 }
 
 /// [`read_ahead_or`] into several buffers, in order.
@@ -155,22 +133,6 @@ where
     io.registration()
         .poll_stream_io(cx, Direction::Read, len, || {
             read_ahead_or_vectored(io, bufs, |b| sock.read_vectored(b))
-        })
-}
-
-/// `recv(2)` into possibly uninitialised memory once `io` is readable; the kernel initialises
-/// the bytes it reports, and `recv(2)` never de-initialises any.
-#[cfg(any(feature = "tokio-io", feature = "hyper"))]
-pub(crate) fn poll_read_uninit<S: AsRawFd + AsFd>(
-    io: &AsyncFd<S>,
-    cx: &mut Context<'_>,
-    buf: &mut [MaybeUninit<u8>],
-) -> Poll<io::Result<usize>> {
-    let sock = SockRef::from(io.get_ref());
-    let len = buf.len();
-    io.registration()
-        .poll_stream_io(cx, Direction::Read, len, || {
-            read_ahead_or_uninit(io, buf, true, |b| sock.recv(b))
         })
 }
 

@@ -34,8 +34,9 @@ pub(crate) fn poll_shutdown<T: StreamIo>(this: &mut T) -> Poll<io::Result<()>> {
 }
 
 /// Implements the read traits (`read for T, …`) or the write traits (`write for T, …`) for
-/// [`StreamIo`] types: `futures_io`'s always, tokio's with feature `tokio-io`, hyper's with
-/// feature `hyper`. Flushing is a no-op; closing shuts down the write direction.
+/// [`StreamIo`] types: `futures_io`'s always, hyper's with feature `hyper` (tokio's, with
+/// feature `tokio-io`, are `crate::tokio_io`'s). Flushing is a no-op; closing shuts down the
+/// write direction.
 macro_rules! stream_io_impls {
     (read for $($ty:ty),+ $(,)?) => {$(
         impl futures_io::AsyncRead for $ty {
@@ -56,28 +57,8 @@ macro_rules! stream_io_impls {
             }
         }
 
-        #[cfg(feature = "tokio-io")]
-        impl tokio::io::AsyncRead for $ty {
-            fn poll_read(
-                self: ::std::pin::Pin<&mut Self>,
-                cx: &mut ::std::task::Context<'_>,
-                buf: &mut tokio::io::ReadBuf<'_>,
-            ) -> ::std::task::Poll<::std::io::Result<()>> {
-                let io = $crate::io::StreamIo::async_fd(&*self);
-                // SAFETY: `unfilled_mut` requires that no initialised byte is de-initialised:
-                // the slice is only handed to `recv(2)` (`poll_read_uninit`), which writes
-                // bytes and never de-initialises any.
-                let unfilled = unsafe { buf.unfilled_mut() };
-                let n = ::std::task::ready!($crate::io::poll_read_uninit(io, cx, unfilled))?;
-                // SAFETY: `recv(2)` reported writing `n` bytes at the start of the unfilled
-                // part, so they are initialised.
-                unsafe { buf.assume_init(n) };
-                buf.advance(n);
-                ::std::task::Poll::Ready(Ok(()))
-            }
-        }
-
         #[cfg(feature = "hyper")]
+        #[cfg_attr(docsrs, doc(cfg(feature = "hyper")))]
         impl hyper::rt::Read for $ty {
             fn poll_read(
                 self: ::std::pin::Pin<&mut Self>,
@@ -89,7 +70,7 @@ macro_rules! stream_io_impls {
                 // slice is only handed to `recv(2)` (`poll_read_uninit`), which never
                 // de-initialises memory.
                 let unfilled = unsafe { buf.as_mut() };
-                let n = ::std::task::ready!($crate::io::poll_read_uninit(io, cx, unfilled))?;
+                let n = ::std::task::ready!($crate::io::uninit::poll_read_uninit(io, cx, unfilled))?;
                 // SAFETY: `advance` requires `n` more initialised bytes: `recv(2)` wrote `n`
                 // bytes at the start of the unfilled part.
                 unsafe { buf.advance(n) };
@@ -101,19 +82,15 @@ macro_rules! stream_io_impls {
     (write for $($ty:ty),+ $(,)?) => {$(
         $crate::io::stream_io_impls!(@write [] futures_io::AsyncWrite, poll_close, $ty, {});
         $crate::io::stream_io_impls!(
-            @write [#[cfg(feature = "tokio-io")]] tokio::io::AsyncWrite, poll_shutdown, $ty,
-            { fn is_write_vectored(&self) -> bool { true } }
-        );
-        $crate::io::stream_io_impls!(
-            @write [#[cfg(feature = "hyper")]] hyper::rt::Write, poll_shutdown, $ty,
+            @write [#[cfg(feature = "hyper")] #[cfg_attr(docsrs, doc(cfg(feature = "hyper")))]] hyper::rt::Write, poll_shutdown, $ty,
             { fn is_write_vectored(&self) -> bool { true } }
         );
     )+};
 
-    // The three write traits differ only in the name of the close method and in whether they
-    // have `is_write_vectored` (`$extra`).
-    (@write [$(#[$cfg:meta])?] $trait:path, $close:ident, $ty:ty, { $($extra:item)* }) => {
-        $(#[$cfg])?
+    // The write traits differ only in the name of the close method and in whether they have
+    // `is_write_vectored` (`$extra`).
+    (@write [$(#[$attr:meta])*] $trait:path, $close:ident, $ty:ty, { $($extra:item)* }) => {
+        $(#[$attr])*
         impl $trait for $ty {
             fn poll_write(
                 self: ::std::pin::Pin<&mut Self>,

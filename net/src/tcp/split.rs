@@ -36,20 +36,6 @@ impl ReadHalf<'_> {
         self.0.poll_peek(cx, buf)
     }
 
-    /// tokio's `poll_peek` into a `ReadBuf`; see [`TcpStream::poll_peek_read_buf`]. Feature
-    /// `tokio-io`.
-    ///
-    /// # Errors
-    /// As [`TcpStream::peek`].
-    #[cfg(feature = "tokio-io")]
-    pub fn poll_peek_read_buf(
-        &mut self,
-        cx: &mut Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> Poll<io::Result<usize>> {
-        self.0.poll_peek_read_buf(cx, buf)
-    }
-
     /// Receives data without consuming it; see [`TcpStream::peek`].
     ///
     /// # Cancel safety
@@ -62,8 +48,6 @@ impl ReadHalf<'_> {
     }
 
     crate::io::half_methods!(read, TcpStream, SocketAddr);
-
-    crate::buf::stream_buf_methods!(half TcpStream);
 }
 
 impl WriteHalf<'_> {

@@ -46,7 +46,7 @@ use crate::io::StreamIo;
 /// # }
 /// ```
 pub struct TcpStream {
-    io: AsyncFd<std::net::TcpStream>,
+    pub(crate) io: AsyncFd<std::net::TcpStream>,
 }
 
 impl TcpStream {
@@ -246,8 +246,6 @@ impl TcpStream {
 
     crate::io::stream_try_methods!(TcpStream);
 
-    crate::buf::stream_buf_methods!(TcpStream);
-
     /// Receives data without removing it from the socket's queue, waiting for some to arrive.
     ///
     /// # Cancel safety
@@ -273,27 +271,6 @@ impl TcpStream {
     pub fn poll_peek(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
         self.io.registration().poll_io(cx, Direction::Read, || {
             crate::io::read_ahead_or(&self.io, buf, false, |b| self.io.get_ref().peek(b))
-        })
-    }
-
-    /// tokio's `poll_peek`: polls to peek at incoming data into the unfilled part of `buf`,
-    /// filling it and returning how many bytes were copied. Only the last task to poll is
-    /// woken. Feature `tokio-io`; [`poll_peek`](Self::poll_peek) takes a slice.
-    ///
-    /// # Errors
-    /// As [`peek`](Self::peek).
-    #[cfg(feature = "tokio-io")]
-    pub fn poll_peek_read_buf(
-        &self,
-        cx: &mut Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> Poll<io::Result<usize>> {
-        let sock = SockRef::from(self.io.get_ref());
-        self.io.registration().poll_io(cx, Direction::Read, || {
-            crate::buf::recv_read_buf(buf, |spare| {
-                let n = crate::io::read_ahead_or_uninit(&self.io, spare, false, |b| sock.peek(b))?;
-                Ok((n, n))
-            })
         })
     }
 

@@ -1,13 +1,11 @@
 //! [`UdpSocket`]: UDP on the reactor of the worker that creates the socket.
 //!
 //! This file holds the type, its creation and connection, and its readiness methods;
-//! `datagrams` its send, receive and peek operations, `options` its socket options, and
-//! `tokio_buf` the forms that receive into tokio's buffer types (feature `tokio-io`).
+//! `datagrams` its send, receive and peek operations, and `options` its socket options; the
+//! forms that receive into tokio's buffer types (feature `tokio-io`) are `crate::tokio_io`'s.
 
 mod datagrams;
 mod options;
-#[cfg(feature = "tokio-io")]
-mod tokio_buf;
 
 use std::fmt;
 use std::io;
@@ -55,7 +53,7 @@ use crate::addr::{ToSocketAddrs, last_error, resolve};
 /// # }
 /// ```
 pub struct UdpSocket {
-    io: AsyncFd<net::UdpSocket>,
+    pub(crate) io: AsyncFd<net::UdpSocket>,
 }
 
 impl UdpSocket {

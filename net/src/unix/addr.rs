@@ -1,5 +1,6 @@
-//! The one rule for what a path given to a Unix socket names, and the conversions between the
-//! standard library's [`SocketAddr`] and socket2's [`SockAddr`].
+//! The one rule for what a path given to a Unix socket names, and the conversion of the
+//! standard library's [`SocketAddr`] to socket2's [`SockAddr`] (the way back, for a received
+//! datagram's sender, is `crate::tokio_io`'s, its one user).
 //!
 //! A path whose first byte is NUL names a socket in Linux's abstract namespace (the bytes
 //! after the NUL are the name); any other path names a file. This is what tokio does, and it
@@ -46,38 +47,4 @@ pub(crate) fn to_sock_addr(addr: &SocketAddr) -> io::Result<SockAddr> {
     } else {
         SockAddr::unix("")
     }
-}
-
-/// The standard library's address for a `sockaddr_un` the kernel filled in (the sender of a
-/// datagram): a path, an abstract name, or unnamed.
-///
-/// # Errors
-/// `InvalidInput` when `addr` is not a Unix-domain address.
-#[cfg(feature = "tokio-io")]
-pub(crate) fn from_sock_addr(addr: &SockAddr) -> io::Result<SocketAddr> {
-    if let Some(path) = addr.as_pathname() {
-        SocketAddr::from_pathname(path)
-    } else if let Some(name) = addr.as_abstract_namespace() {
-        SocketAddr::from_abstract_name(name)
-    } else if addr.is_unnamed() || addr.len() == 0 {
-        // For a sender that is not bound, the kernel reports an address of length 0.
-        unnamed()
-    } else {
-        Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "not a Unix-domain socket address",
-        ))
-    }
-}
-
-/// An unnamed address. The standard library has no constructor for one, so the address of an
-/// unbound socket is asked once and cloned from then on.
-#[cfg(feature = "tokio-io")]
-fn unnamed() -> io::Result<SocketAddr> {
-    static UNNAMED: std::sync::OnceLock<SocketAddr> = std::sync::OnceLock::new();
-    if let Some(addr) = UNNAMED.get() {
-        return Ok(addr.clone());
-    }
-    let addr = std::os::unix::net::UnixDatagram::unbound()?.local_addr()?;
-    Ok(UNNAMED.get_or_init(|| addr).clone())
 }

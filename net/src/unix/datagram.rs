@@ -21,7 +21,7 @@ use super::SocketAddr;
 /// `Arc<UnixDatagram>`); the async methods wake every waiting task, the `poll_*` methods only
 /// the last poller of each direction.
 pub struct UnixDatagram {
-    io: AsyncFd<net::UnixDatagram>,
+    pub(crate) io: AsyncFd<net::UnixDatagram>,
 }
 
 impl UnixDatagram {
@@ -312,120 +312,6 @@ impl UnixDatagram {
             .poll_io(cx, Direction::Read, || sock.recv_from(buf))
     }
 
-    // ---- into `BufMut` / `ReadBuf` (feature `tokio-io`) ----
-
-    /// Receives one datagram from the connected peer into the spare capacity of `buf`, and
-    /// advances `buf` by its length (a `Vec<u8>` or `BytesMut` without spare capacity grows
-    /// by at least 64 bytes first). A longer datagram is truncated. Feature `tokio-io`.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: if the future is dropped before it completes, no datagram was consumed.
-    ///
-    /// # Errors
-    /// As [`recv`](Self::recv).
-    #[cfg(feature = "tokio-io")]
-    pub async fn recv_buf<B: bytes::BufMut>(&self, buf: &mut B) -> io::Result<usize> {
-        let sock = SockRef::from(self.io.get_ref());
-        self.io
-            .registration()
-            .async_io(Interest::READABLE, || {
-                crate::buf::recv_buf_mut(buf, |spare| Ok((sock.recv(spare)?, ())))
-            })
-            .await
-            .map(|(n, ())| n)
-    }
-
-    /// [`recv_buf`](Self::recv_buf) if a datagram is known to be queued. Feature `tokio-io`.
-    ///
-    /// # Errors
-    /// `WouldBlock` when none is queued (readiness is then cleared), otherwise as
-    /// [`recv`](Self::recv).
-    #[cfg(feature = "tokio-io")]
-    pub fn try_recv_buf<B: bytes::BufMut>(&self, buf: &mut B) -> io::Result<usize> {
-        let sock = SockRef::from(self.io.get_ref());
-        self.io
-            .registration()
-            .try_io(Interest::READABLE, || {
-                crate::buf::recv_buf_mut(buf, |spare| Ok((sock.recv(spare)?, ())))
-            })
-            .map(|(n, ())| n)
-    }
-
-    /// Receives one datagram into the spare capacity of `buf` and advances `buf` by its
-    /// length; returns the length and the sender's address. Feature `tokio-io`.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: if the future is dropped before it completes, no datagram was consumed.
-    ///
-    /// # Errors
-    /// As [`recv_from`](Self::recv_from).
-    #[cfg(feature = "tokio-io")]
-    pub async fn recv_buf_from<B: bytes::BufMut>(
-        &self,
-        buf: &mut B,
-    ) -> io::Result<(usize, SocketAddr)> {
-        let sock = SockRef::from(self.io.get_ref());
-        self.io
-            .registration()
-            .async_io(Interest::READABLE, || {
-                crate::buf::recv_buf_mut(buf, |spare| unix_from(sock.recv_from(spare)?))
-            })
-            .await
-    }
-
-    /// [`recv_buf_from`](Self::recv_buf_from) if a datagram is known to be queued. Feature
-    /// `tokio-io`.
-    ///
-    /// # Errors
-    /// `WouldBlock` when none is queued (readiness is then cleared), otherwise as
-    /// [`recv_from`](Self::recv_from).
-    #[cfg(feature = "tokio-io")]
-    pub fn try_recv_buf_from<B: bytes::BufMut>(
-        &self,
-        buf: &mut B,
-    ) -> io::Result<(usize, SocketAddr)> {
-        let sock = SockRef::from(self.io.get_ref());
-        self.io.registration().try_io(Interest::READABLE, || {
-            crate::buf::recv_buf_mut(buf, |spare| unix_from(sock.recv_from(spare)?))
-        })
-    }
-
-    /// tokio's `poll_recv`: polls to receive one datagram from the connected peer into the
-    /// unfilled part of `buf` (truncated to it), filling it. Only the last task to poll for
-    /// reading is woken. Feature `tokio-io`; [`poll_recv`](Self::poll_recv) takes a slice.
-    ///
-    /// # Errors
-    /// As [`recv`](Self::recv).
-    #[cfg(feature = "tokio-io")]
-    pub fn poll_recv_read_buf(
-        &self,
-        cx: &mut Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let sock = SockRef::from(self.io.get_ref());
-        self.io.registration().poll_io(cx, Direction::Read, || {
-            crate::buf::recv_read_buf(buf, |spare| Ok((sock.recv(spare)?, ())))
-        })
-    }
-
-    /// tokio's `poll_recv_from`: as [`poll_recv_read_buf`](Self::poll_recv_read_buf), from
-    /// any sender, whose address is returned. Feature `tokio-io`;
-    /// [`poll_recv_from`](Self::poll_recv_from) takes a slice.
-    ///
-    /// # Errors
-    /// As [`recv_from`](Self::recv_from).
-    #[cfg(feature = "tokio-io")]
-    pub fn poll_recv_from_read_buf(
-        &self,
-        cx: &mut Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> Poll<io::Result<SocketAddr>> {
-        let sock = SockRef::from(self.io.get_ref());
-        self.io.registration().poll_io(cx, Direction::Read, || {
-            crate::buf::recv_read_buf(buf, |spare| unix_from(sock.recv_from(spare)?))
-        })
-    }
-
     fn send_raw(&self, buf: &[u8]) -> io::Result<usize> {
         SockRef::from(self.io.get_ref()).send_with_flags(buf, libc::MSG_NOSIGNAL)
     }
@@ -446,10 +332,4 @@ impl fmt::Debug for UnixDatagram {
 /// The raw address of a `send_to` target.
 fn target_addr(target: &Path) -> io::Result<SockAddr> {
     super::addr::to_sock_addr(&super::addr::from_path(target)?)
-}
-
-/// A received length and its sender's address, from socket2's `recv_from`.
-#[cfg(feature = "tokio-io")]
-fn unix_from((n, addr): (usize, SockAddr)) -> io::Result<(usize, SocketAddr)> {
-    Ok((n, super::addr::from_sock_addr(&addr)?))
 }

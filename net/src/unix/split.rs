@@ -25,8 +25,6 @@ pub(super) fn split(stream: &mut UnixStream) -> (ReadHalf<'_>, WriteHalf<'_>) {
 
 impl ReadHalf<'_> {
     crate::io::half_methods!(read, UnixStream, SocketAddr);
-
-    crate::buf::stream_buf_methods!(half UnixStream);
 }
 
 impl WriteHalf<'_> {

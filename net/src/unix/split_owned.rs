@@ -67,8 +67,6 @@ impl OwnedReadHalf {
     }
 
     crate::io::half_methods!(read, UnixStream, SocketAddr);
-
-    crate::buf::stream_buf_methods!(half UnixStream);
 }
 
 impl OwnedWriteHalf {

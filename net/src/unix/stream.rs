@@ -40,7 +40,7 @@ const CONNECT_BACKOFF_MAX: Duration = Duration::from_millis(10);
 /// Closing (`poll_close`, `poll_shutdown`) shuts down the write direction only; the socket is
 /// closed when the `UnixStream` is dropped.
 pub struct UnixStream {
-    io: AsyncFd<net::UnixStream>,
+    pub(crate) io: AsyncFd<net::UnixStream>,
 }
 
 impl UnixStream {
@@ -205,8 +205,6 @@ impl UnixStream {
     crate::io::readiness_methods!(UnixStream, "the socket");
 
     crate::io::stream_try_methods!(UnixStream);
-
-    crate::buf::stream_buf_methods!(UnixStream);
 
     /// Splits the stream into a read half and a write half that borrow it, to read and write
     /// from two places at once (e.g. two futures of one `join`). Costs nothing.

@@ -1,7 +1,7 @@
 //! Cooperative budget: one busy task cannot starve the I/O, timers and other tasks of its
 //! worker.
 //!
-//! The executor runs each task poll inside [`budget`]. weir's leaf operations spend one unit
+//! The executor runs each task poll inside `budget`. weir's leaf operations spend one unit
 //! each time they complete: an I/O operation (a read, write, receive, send, accept, or a
 //! `Registration::poll_io` closure — however many `WouldBlock`s it took), the poll-style
 //! readiness methods that stand for one (`poll_read_ready`, `poll_write_ready`), a timer, a
@@ -30,7 +30,7 @@
 //!
 //! - **Where the count lives.** With the feature `tokio-budget` (on by default in `weir`), the
 //!   one count is tokio's: weir's leaf operations spend it through
-//!   `tokio::task::coop::poll_proceed`, and [`budget`] fills it for every task poll. It cannot
+//!   `tokio::task::coop::poll_proceed`, and `budget` fills it for every task poll. It cannot
 //!   be the other way round: tokio's primitives read only tokio's thread-local, and two counts
 //!   would let a loop mixing a weir read and a tokio receive run 128 of each. A weir socket
 //!   read and a tokio channel receive spend the same units, and [`unconstrained`] and
@@ -54,7 +54,7 @@
 //!   task: about 400 instructions, more than the rest of the refill's cost many times over) or
 //!   duplicating tokio's guard with `unsafe`, which relies on what tokio does not promise. The
 //!   first guard of a thread comes from a throwaway `LocalSet` (once per thread). A poll
-//!   does not restore the budget it found: the loop that polls runs inside [`scope`], a poll
+//!   does not restore the budget it found: the loop that polls runs inside `scope`, a poll
 //!   of tokio's `Unconstrained` (the one public way to restore a budget of any value), which
 //!   puts the thread's budget back when the loop ends or unwinds. So a loop nested in a poll (a
 //!   `block_on` inside `block_in_place`) leaves the outer poll its budget, as tokio's
@@ -89,7 +89,7 @@ pub const BUDGET: u8 = 128;
 /// Runs `f` (one task poll) with a fresh budget. Call it inside a [`scope`], which puts the
 /// thread's previous budget back when it ends.
 #[inline]
-pub fn budget<R>(f: impl FnOnce() -> R) -> R {
+pub(crate) fn budget<R>(f: impl FnOnce() -> R) -> R {
     count::budget(f)
 }
 
@@ -97,7 +97,7 @@ pub fn budget<R>(f: impl FnOnce() -> R) -> R {
 /// budget the thread had before it back when `f` returns or unwinds — so that a loop nested in
 /// a task poll (a `block_on` inside `block_in_place`) leaves that poll its budget, and a thread
 /// that leaves a runtime leaves no budget behind.
-pub fn scope<R>(f: impl FnOnce() -> R) -> R {
+pub(crate) fn scope<R>(f: impl FnOnce() -> R) -> R {
     count::scope(f)
 }
 

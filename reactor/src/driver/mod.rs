@@ -254,6 +254,7 @@ impl Driver {
     /// Test hook (io_uring): makes the kernel end every armed poll at the next turn, as a CQ
     /// overflow may; each must be re-armed. Returns `false` on other backends.
     #[cfg(feature = "test-hooks")]
+    #[doc(hidden)]
     pub fn terminate_polls_for_test(&mut self) -> bool {
         self.selector.terminate_polls()
     }
@@ -261,6 +262,7 @@ impl Driver {
     /// Test introspection (io_uring): the ring's fd, the poll slots in use, how often the
     /// overflow, re-arm and thread-change paths ran. `None` on other backends.
     #[cfg(all(feature = "test-hooks", target_os = "linux"))]
+    #[doc(hidden)]
     pub fn uring_debug_info(&self) -> Option<crate::UringDebug> {
         self.selector.uring_debug_info()
     }
@@ -274,7 +276,7 @@ impl Drop for Driver {
 
 impl ReactorHandle {
     /// Wakes the owner if it is parked (one eventfd write); costs no syscall if it is running.
-    pub fn unpark(&self) {
+    pub(crate) fn unpark(&self) {
         let inner = &*self.inner;
         match inner.park.unpark() {
             Unpark::Signal => {
@@ -288,7 +290,7 @@ impl ReactorHandle {
     }
 
     /// `true` if the owner is blocked in its driver right now (racy; for tests and metrics).
-    pub fn is_parked(&self) -> bool {
+    pub(crate) fn is_parked(&self) -> bool {
         self.inner.park.is_parked()
     }
 
@@ -332,7 +334,7 @@ impl ReactorHandle {
 
     /// Shuts the reactor down: every registration's waiters are woken and see an error, every
     /// timer waker is dropped. Idempotent.
-    pub fn shutdown(&self) {
+    pub(crate) fn shutdown(&self) {
         let inner = &*self.inner;
         if inner.shutdown.swap(true, Ordering::AcqRel) {
             return;

@@ -307,7 +307,9 @@ mod handed_tests {
     use std::os::fd::AsRawFd;
     use std::os::unix::net::UnixStream;
 
-    use crate::{Backend, Driver, DriverConfig, Interest, Ready};
+    use crate::config::DriverConfig;
+    use crate::driver::Driver;
+    use crate::{Backend, Interest, Ready};
 
     fn epoll_driver() -> Option<Driver> {
         let driver = Driver::new(&DriverConfig::default()).unwrap();

@@ -39,7 +39,7 @@ impl ReactorHandle {
     ///
     /// # Errors
     /// Unexpected OS errors of `epoll_wait` or `poll(2)`.
-    pub fn rescue_stuck(&self, min_stall: Duration) -> io::Result<usize> {
+    pub(crate) fn rescue_stuck(&self, min_stall: Duration) -> io::Result<usize> {
         if self.inner.registry.capabilities().stealing {
             self.steal_events(min_stall)
         } else {
@@ -70,7 +70,7 @@ impl ReactorHandle {
     ///
     /// # Errors
     /// Unexpected OS errors of `poll(2)` (`ENOMEM`).
-    pub fn poll_stuck_waiters(&self, min_stall: Duration) -> io::Result<usize> {
+    pub(crate) fn poll_stuck_waiters(&self, min_stall: Duration) -> io::Result<usize> {
         let inner = &*self.inner;
         if !self.is_stuck(min_stall) {
             return Ok(0);
@@ -209,7 +209,9 @@ mod tests {
     use std::time::Duration;
 
     use super::{poll_to_ready, ready_to_poll};
-    use crate::{Backend, Direction, Driver, DriverConfig, Interest, ReactorHandle, Ready};
+    use crate::config::DriverConfig;
+    use crate::driver::Driver;
+    use crate::{Backend, Direction, Interest, ReactorHandle, Ready};
 
     struct Count(AtomicUsize);
     impl Wake for Count {

@@ -38,7 +38,7 @@ impl ReactorHandle {
     ///
     /// # Errors
     /// Unexpected OS errors of `epoll_wait`.
-    pub fn steal_events(&self, min_stall: Duration) -> io::Result<usize> {
+    pub(crate) fn steal_events(&self, min_stall: Duration) -> io::Result<usize> {
         let inner = &*self.inner;
         if !inner.registry.capabilities().stealing || !self.is_stuck(min_stall) {
             return Ok(0);
@@ -73,7 +73,7 @@ impl ReactorHandle {
     /// one task holds it, or the OS has descheduled it. Its events then wait for it unless
     /// another thread collects them ([`steal_events`](Self::steal_events)). Two loads and a
     /// clock read.
-    pub fn is_stuck(&self, min_stall: Duration) -> bool {
+    pub(crate) fn is_stuck(&self, min_stall: Duration) -> bool {
         let inner = &*self.inner;
         if inner.park.is_parked()
             || inner.turning.load(Ordering::Relaxed)
@@ -100,7 +100,9 @@ mod tests {
     use std::task::{Context, Wake, Waker};
     use std::time::Duration;
 
-    use crate::{Backend, Direction, Driver, DriverConfig, Interest, ReactorHandle};
+    use crate::config::DriverConfig;
+    use crate::driver::Driver;
+    use crate::{Backend, Direction, Interest, ReactorHandle};
 
     /// A waker that, when the owner's turn wakes it, makes another socket readable and has
     /// another thread try to steal that event at once.

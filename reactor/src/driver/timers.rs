@@ -179,7 +179,7 @@ impl ReactorHandle {
     /// [`allow_auto_advance`](Self::allow_auto_advance): for work whose result comes in real
     /// time, such as a `spawn_blocking` closure. Calls nest; each needs its own `allow`. No-op
     /// on a reactor whose clock cannot be paused.
-    pub fn inhibit_auto_advance(&self) {
+    pub(crate) fn inhibit_auto_advance(&self) {
         if self.inner.clock.is_pausable() {
             self.inner.clock.inhibit();
         }
@@ -189,7 +189,7 @@ impl ReactorHandle {
     /// result is published and its waiters woken, or the idle reactor may advance the clock
     /// first. The last one unparks the owner if the clock is paused, so that an idle reactor
     /// advances again (a clock paused later is unparked by `pause` itself).
-    pub fn allow_auto_advance(&self) {
+    pub(crate) fn allow_auto_advance(&self) {
         let clock = &self.inner.clock;
         if clock.is_pausable() && clock.release() && clock.is_paused() {
             self.unpark();
@@ -218,7 +218,7 @@ mod proptests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::DriverConfig;
+    use crate::config::DriverConfig;
 
     struct Logged(usize, Arc<Mutex<Vec<usize>>>);
     impl Wake for Logged {

@@ -289,7 +289,7 @@ mod tests {
     use std::task::{Wake, Waker};
     use std::time::{Duration, Instant};
 
-    use crate::DriverConfig;
+    use crate::config::DriverConfig;
     use crate::driver::Driver;
 
     struct Flag(AtomicBool);

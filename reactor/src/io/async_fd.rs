@@ -21,15 +21,15 @@ use crate::{Direction, Interest, ReactorHandle, Ready};
 /// # Example
 /// ```
 /// use std::os::fd::{FromRawFd, OwnedFd};
-/// use weir_reactor::{AsyncFd, Driver, DriverConfig};
+/// use weir_reactor::AsyncFd;
 ///
-/// let driver = Driver::new(&DriverConfig::default())?;
-/// let _enter = driver.enter();
 /// // SAFETY: eventfd takes no pointers; the result is checked before use.
 /// let raw = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
 /// assert!(raw >= 0);
 /// // SAFETY: `raw` is a new fd that nothing else owns.
 /// let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+/// // Registered with this thread's reactor: its worker's in a weir runtime, the fallback
+/// // reactor outside one (as here).
 /// let afd = AsyncFd::new(fd)?;
 /// // Inside a task, `afd.readable().await` now waits for a write to the eventfd.
 /// # drop(afd);

@@ -58,10 +58,10 @@ impl Registration {
     /// Registers a socket whose reads (or accepts) its owner makes through
     /// [`ahead`](Self::ahead) first — the [fast-path hook](crate::io::Ahead) — with `handle`'s
     /// reactor or (`None`) the current thread's, as [`new`](Self::new) does. A backend that
-    /// takes the socket's input ahead of the program (io_uring with
-    /// [`DriverConfig::recv_multishot`](crate::DriverConfig::recv_multishot) for a stream,
-    /// [`DriverConfig::accept_multishot`](crate::DriverConfig::accept_multishot) for a
-    /// listener registered for reading) then gives the registration its queue; elsewhere this
+    /// takes the socket's input ahead of the program (io_uring with its receive fast path for a
+    /// stream, its accept fast path for a listener registered for reading: weir's
+    /// `Builder::io_uring_recv_multishot` and `io_uring_accept_multishot`) then gives the
+    /// registration its queue; elsewhere this
     /// is a plain registration and `ahead` is `None`.
     ///
     /// # Errors

@@ -149,10 +149,12 @@ impl super::Selector for Selector {
 /// What a test may check of an io_uring reactor's insides: the ring's fd, the request slots
 /// in use, CQ overflow flushes, re-armed requests and ring migrations.
 #[cfg(feature = "test-hooks")]
+#[doc(hidden)]
 pub use weir_io_uring_compat::Stats as UringDebug;
 
 /// Fault injection for tests. Set on the thread that builds the driver, before `Driver::new`.
 #[cfg(feature = "test-hooks")]
+#[doc(hidden)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct UringTestHooks {
     /// SQ entries (0: default).
@@ -170,6 +172,7 @@ thread_local! {
 
 /// Sets the test hooks of drivers built on this thread from now on.
 #[cfg(feature = "test-hooks")]
+#[doc(hidden)]
 pub fn set_test_hooks(hooks: UringTestHooks) {
     HOOKS.with(|h| h.set(hooks));
 }

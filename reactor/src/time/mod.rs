@@ -29,7 +29,6 @@
 //! does not.
 
 mod clock;
-#[cfg(feature = "console")]
 mod console;
 mod instant;
 mod interval;

@@ -1,10 +1,15 @@
+//! `sleep` and `sleep_until`, and their future [`Sleep`]: a deadline armed on the reactor of the
+//! thread that first polls it, and cancelled when the future is dropped.
+
 use std::fmt;
 use std::future::Future;
+use std::panic::Location;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use super::Instant;
+use super::console::TimerTrace;
 use crate::driver::TimerKey;
 use crate::{ReactorHandle, coop};
 
@@ -25,7 +30,7 @@ use crate::{ReactorHandle, coop};
 /// ```ignore
 /// weir::time::sleep(std::time::Duration::from_micros(100)).await;
 /// ```
-#[cfg_attr(feature = "console", track_caller)]
+#[track_caller]
 pub fn sleep(duration: Duration) -> Sleep {
     sleep_until(Instant::now().saturating_add(duration))
 }
@@ -35,7 +40,7 @@ pub fn sleep(duration: Duration) -> Sleep {
 /// # Outside a runtime
 /// Polled outside any weir runtime, the timer lives on the [fallback reactor](crate::fallback).
 /// It panics only if that reactor cannot start (e.g. no fds or threads left).
-#[cfg_attr(feature = "console", track_caller)]
+#[track_caller]
 pub fn sleep_until(deadline: Instant) -> Sleep {
     sleep_from(deadline, "sleep")
 }
@@ -59,26 +64,18 @@ pub fn sleep_until_unlisted(deadline: Instant) -> Sleep {
         deadline,
         entry: None,
         fired: false,
-        #[cfg(feature = "console")]
-        trace: None,
+        trace: TimerTrace::unlisted(),
     }
 }
 
 /// A sleep made by `source` (`sleep`, `timeout`, `interval`: the console's async-op source).
-#[cfg_attr(feature = "console", track_caller)]
+#[track_caller]
 pub(super) fn sleep_from(deadline: Instant, source: &'static str) -> Sleep {
-    #[cfg(not(feature = "console"))]
-    let _ = source;
     Sleep {
         deadline,
         entry: None,
         fired: false,
-        #[cfg(feature = "console")]
-        trace: Some(super::console::TimerTrace::new(
-            source,
-            deadline.saturating_duration_since(Instant::now()),
-            std::panic::Location::caller(),
-        )),
+        trace: TimerTrace::new(source, deadline, Location::caller()),
     }
 }
 
@@ -96,9 +93,9 @@ pub struct Sleep {
     entry: Option<Armed>,
     /// A poll returned `Ready` (and no reset since).
     fired: bool,
-    /// The timer's spans for tokio-console; `None` for an unlisted sleep.
-    #[cfg(feature = "console")]
-    trace: Option<super::console::TimerTrace>,
+    /// The timer's spans for tokio-console (`console/`): none for an unlisted sleep, and
+    /// nothing at all without the feature `console`.
+    trace: TimerTrace,
 }
 
 impl Sleep {
@@ -124,10 +121,7 @@ impl Sleep {
         this.disarm();
         this.deadline = deadline;
         this.fired = false;
-        #[cfg(feature = "console")]
-        if let Some(trace) = &this.trace {
-            trace.reset(deadline.saturating_duration_since(Instant::now()));
-        }
+        this.trace.reset(deadline);
     }
 
     fn disarm(&mut self) {
@@ -145,22 +139,13 @@ impl Future for Sleep {
     /// owner's last clock reading, then with a fresh one: a deadline that has passed completes
     /// at once, as tokio's does.
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let this = self.get_mut();
-        #[cfg(feature = "console")]
-        {
-            let Sleep {
-                deadline,
-                entry,
-                fired,
-                trace,
-            } = this;
-            match trace {
-                Some(trace) => trace.poll(|| poll_timer(*deadline, entry, fired, cx)),
-                None => poll_timer(*deadline, entry, fired, cx),
-            }
-        }
-        #[cfg(not(feature = "console"))]
-        poll_timer(this.deadline, &mut this.entry, &mut this.fired, cx)
+        let Sleep {
+            deadline,
+            entry,
+            fired,
+            trace,
+        } = self.get_mut();
+        trace.poll(|| poll_timer(*deadline, entry, fired, cx))
     }
 }
 

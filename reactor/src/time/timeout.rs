@@ -15,7 +15,7 @@ use super::{Instant, Sleep};
 ///
 /// # Cancel safety
 /// As cancel safe as `future`: dropping the `Timeout` drops it.
-#[cfg_attr(feature = "console", track_caller)]
+#[track_caller]
 pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoFuture> {
     Timeout {
         value: future.into_future(),
@@ -24,7 +24,7 @@ pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoF
 }
 
 /// Requires `future` to complete before `deadline`.
-#[cfg_attr(feature = "console", track_caller)]
+#[track_caller]
 pub fn timeout_at<F: IntoFuture>(deadline: Instant, future: F) -> Timeout<F::IntoFuture> {
     Timeout {
         value: future.into_future(),

@@ -5,7 +5,8 @@
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::OnceLock;
 
-use weir_reactor::{Backend, Driver, DriverConfig};
+use weir_reactor::Backend;
+use weir_reactor::for_executor::{Driver, DriverConfig};
 
 pub(crate) fn pipe() -> (OwnedFd, OwnedFd) {
     let mut fds = [0; 2];

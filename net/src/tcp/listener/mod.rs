@@ -261,6 +261,7 @@ impl TcpListener {
     /// How many times `accept4(2)` has been called on this listener (test and benchmark
     /// introspection, feature `test-hooks`; not a stable API).
     #[cfg(feature = "test-hooks")]
+    #[doc(hidden)]
     pub fn accept_attempts(&self) -> u64 {
         self.exhaustion.attempts.load(Ordering::Relaxed)
     }

@@ -5,13 +5,14 @@
 //! io_uring), and return `None` or `Unsupported` on any other.
 //!
 //! ```no_run
+//! use weir_reactor::ReactorHandle;
 //! use weir_reactor::os::linux::{KernelBusyPoll, ReactorHandleExt};
-//! use weir_reactor::{Driver, DriverConfig};
 //!
-//! let driver = Driver::new(&DriverConfig::default())?;
+//! // A worker's reactor (weir's `Handle::worker_reactor`), or here the current thread's.
+//! let reactor = ReactorHandle::current_or_fallback()?;
 //! let params = KernelBusyPoll { usecs: 50, budget: 8, prefer: false };
-//! driver.handle().set_kernel_busy_poll(params)?;
-//! assert!(driver.handle().epoll_fd().is_some());
+//! reactor.set_kernel_busy_poll(params)?;
+//! assert!(reactor.epoll_fd().is_some());
 //! # Ok::<(), std::io::Error>(())
 //! ```
 

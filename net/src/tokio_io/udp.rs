@@ -1,5 +1,5 @@
-//! Receiving into tokio's buffer types (feature `tokio-io`): `bytes::BufMut` and
-//! `tokio::io::ReadBuf` forms of [`UdpSocket`]'s receive and peek methods.
+//! [`UdpSocket`]'s receive and peek methods into tokio's buffer types: `bytes::BufMut` and
+//! `tokio::io::ReadBuf` forms.
 
 use std::io;
 use std::net::SocketAddr;
@@ -8,8 +8,9 @@ use std::task::{Context, Poll};
 use socket2::SockRef;
 use weir_reactor::{Direction, Interest};
 
-use super::UdpSocket;
+use crate::UdpSocket;
 
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio-io")))]
 impl UdpSocket {
     /// Receives one datagram from the connected peer into the spare capacity of `buf`, and
     /// advances `buf` by its length (a `Vec<u8>` or `BytesMut` without spare capacity grows
@@ -26,7 +27,7 @@ impl UdpSocket {
         self.io
             .registration()
             .async_io(Interest::READABLE, || {
-                crate::buf::recv_buf_mut(buf, |spare| Ok((sock.recv(spare)?, ())))
+                super::recv_buf_mut(buf, |spare| Ok((sock.recv(spare)?, ())))
             })
             .await
             .map(|(n, ())| n)
@@ -42,7 +43,7 @@ impl UdpSocket {
         self.io
             .registration()
             .try_io(Interest::READABLE, || {
-                crate::buf::recv_buf_mut(buf, |spare| Ok((sock.recv(spare)?, ())))
+                super::recv_buf_mut(buf, |spare| Ok((sock.recv(spare)?, ())))
             })
             .map(|(n, ())| n)
     }
@@ -63,7 +64,7 @@ impl UdpSocket {
         self.io
             .registration()
             .async_io(Interest::READABLE, || {
-                crate::buf::recv_buf_mut(buf, |spare| ip_from(sock.recv_from(spare)?))
+                super::recv_buf_mut(buf, |spare| ip_from(sock.recv_from(spare)?))
             })
             .await
     }
@@ -80,7 +81,7 @@ impl UdpSocket {
     ) -> io::Result<(usize, SocketAddr)> {
         let sock = SockRef::from(self.io.get_ref());
         self.io.registration().try_io(Interest::READABLE, || {
-            crate::buf::recv_buf_mut(buf, |spare| ip_from(sock.recv_from(spare)?))
+            super::recv_buf_mut(buf, |spare| ip_from(sock.recv_from(spare)?))
         })
     }
 
@@ -97,7 +98,7 @@ impl UdpSocket {
     ) -> Poll<io::Result<()>> {
         let sock = SockRef::from(self.io.get_ref());
         self.io.registration().poll_io(cx, Direction::Read, || {
-            crate::buf::recv_read_buf(buf, |spare| Ok((sock.recv(spare)?, ())))
+            super::recv_read_buf(buf, |spare| Ok((sock.recv(spare)?, ())))
         })
     }
 
@@ -114,7 +115,7 @@ impl UdpSocket {
     ) -> Poll<io::Result<SocketAddr>> {
         let sock = SockRef::from(self.io.get_ref());
         self.io.registration().poll_io(cx, Direction::Read, || {
-            crate::buf::recv_read_buf(buf, |spare| ip_from(sock.recv_from(spare)?))
+            super::recv_read_buf(buf, |spare| ip_from(sock.recv_from(spare)?))
         })
     }
 
@@ -131,7 +132,7 @@ impl UdpSocket {
     ) -> Poll<io::Result<()>> {
         let sock = SockRef::from(self.io.get_ref());
         self.io.registration().poll_io(cx, Direction::Read, || {
-            crate::buf::recv_read_buf(buf, |spare| Ok((sock.peek(spare)?, ())))
+            super::recv_read_buf(buf, |spare| Ok((sock.peek(spare)?, ())))
         })
     }
 
@@ -148,7 +149,7 @@ impl UdpSocket {
     ) -> Poll<io::Result<SocketAddr>> {
         let sock = SockRef::from(self.io.get_ref());
         self.io.registration().poll_io(cx, Direction::Read, || {
-            crate::buf::recv_read_buf(buf, |spare| ip_from(sock.peek_from(spare)?))
+            super::recv_read_buf(buf, |spare| ip_from(sock.peek_from(spare)?))
         })
     }
 }
