@@ -91,6 +91,16 @@ impl Case {
         )
     }
 
+    /// The name of the saturated case at `conns` connections, pinned or on two workers.
+    fn saturated_name(pinned: bool, conns: usize) -> String {
+        Case {
+            pinned,
+            conns,
+            load: Load::Saturated,
+        }
+        .name()
+    }
+
     fn saturated(self) -> bool {
         self.load != Load::Offered
     }
@@ -277,12 +287,7 @@ pub(super) fn overload(ctx: &mut Ctx) -> ScenarioResult {
     let ran = |case: &str| names.iter().any(|n| n == case);
     for conns in [512, 2048, 4096] {
         for (what, bound) in [("p90_us", 2.0), ("p99_us", 2.0)] {
-            let case = Case {
-                pinned: true,
-                conns,
-                load: Load::Saturated,
-            }
-            .name();
+            let case = Case::saturated_name(true, conns);
             if !ran(&case) {
                 continue;
             }
@@ -304,12 +309,7 @@ pub(super) fn overload(ctx: &mut Ctx) -> ScenarioResult {
         (false, &[64, 512, 2048][..]),
     ] {
         for &conns in counts {
-            let case = Case {
-                pinned,
-                conns,
-                load: Load::Saturated,
-            }
-            .name();
+            let case = Case::saturated_name(pinned, conns);
             if !ran(&case) {
                 continue;
             }
