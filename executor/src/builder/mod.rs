@@ -2,8 +2,8 @@
 //! the runtime is `build.rs`.
 //!
 //! One idea: every setting with its default, its setter and its documentation, in one place,
-//! so that a reader compares the knobs where they are defined (most of the file is their
-//! rustdoc).
+//! so that a reader compares the knobs where they are defined (nearly half of the file
+//! is their rustdoc).
 
 mod build;
 
